@@ -1,0 +1,49 @@
+// Static facts about FUSE opcodes that both processes need: names, the size of the fixed argument
+// struct that follows fuse_in_header, and the shape of a successful reply.
+// Pure functions over constant tables; callable from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ringfs::fuse {
+
+enum class ReplyShape : uint8_t {
+  kNone,      // no reply at all (FORGET, BATCH_FORGET, INTERRUPT)
+  kEmpty,     // success carries no body
+  kFixed,     // success carries exactly `reply_size` bytes
+  kVariable,  // success carries 0..limit bytes; the limit comes from the request
+};
+
+struct OpInfo {
+  std::string_view name;
+  // Bytes of the opcode's argument struct right after fuse_in_header (in_args[0]); in the ring
+  // layout these bytes sit in op_in, everything after them in the payload.
+  uint32_t in_struct_size = 0;
+  ReplyShape reply = ReplyShape::kEmpty;
+  uint32_t reply_size = 0;
+  // Forwarded to the server; false for opcodes the frontend answers itself or refuses.
+  bool forwarded = false;
+};
+
+// Returns nullopt for opcodes ringfs does not know at all.
+std::optional<OpInfo> LookupOp(uint32_t opcode);
+
+// Name for logs; "OP_<n>" for unknown opcodes.
+std::string_view OpName(uint32_t opcode);
+
+// Inclusive bounds on the body of a successful reply to this request. `op_in` holds the request's
+// argument struct (in_struct_size bytes). REQUIRES: LookupOp(opcode) has a value.
+struct ReplyBounds {
+  size_t min = 0;
+  size_t max = 0;
+  bool expected = true;  // false: the request must not be answered
+};
+ReplyBounds SuccessReplyBounds(uint32_t opcode, const void* op_in, size_t op_in_size);
+
+// Largest body any success reply may carry; sizes receive buffers.
+inline constexpr size_t kMaxReadlinkReply = 4095;
+
+}  // namespace ringfs::fuse
