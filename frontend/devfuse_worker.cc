@@ -1,0 +1,173 @@
+#include "frontend/devfuse_worker.h"
+
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/fuse_ops.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "frontend/completion_tags.h"
+#include "frontend/worker_thread.h"
+
+namespace ringfs::frontend {
+
+DevFuseWorker::DevFuseWorker(DevFuseWorkerConfig config, WorkerStats* stats)
+    : config_(std::move(config)), stats_(stats) {}
+
+DevFuseWorker::~DevFuseWorker() {
+  Join();
+  backend_.reset();
+  if (ring_initialized_) io_uring_queue_exit(&ring_);
+  if (buffers_ != nullptr) munmap(buffers_, buffers_bytes_);
+}
+
+absl::Status DevFuseWorker::Start() {
+  return StartWorkerThread(
+      &thread_, [this] { return Setup(); }, [this] { Loop(); });
+}
+
+void DevFuseWorker::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status DevFuseWorker::Setup() {
+  if (config_.cpu >= 0) PinCurrentThread(config_.cpu);
+  if (int rc = io_uring_queue_init(2 * config_.slots + 8, &ring_, 0); rc < 0) {
+    return ErrnoError(-rc, "io_uring_queue_init");
+  }
+  ring_initialized_ = true;
+  buffers_bytes_ = config_.buffer_bytes * config_.slots;
+  void* memory = mmap(nullptr, buffers_bytes_, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (memory == MAP_FAILED) return ErrnoError(errno, "mmap /dev/fuse buffers");
+  buffers_ = static_cast<char*>(memory);
+  backend_ = std::make_unique<BackendChannel>(
+      config_.backend, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
+  RETURN_IF_ERROR(backend_->Connect());
+  slot_alive_.assign(config_.slots, true);
+  alive_slots_ = config_.slots;
+  for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
+  int submitted = io_uring_submit(&ring_);
+  if (submitted < 0) return ErrnoError(-submitted, "submit /dev/fuse reads");
+  return absl::OkStatus();
+}
+
+void DevFuseWorker::PostRead(uint32_t slot) {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  io_uring_prep_read(sqe, config_.fuse_fd.get(), buffers_ + slot * config_.buffer_bytes,
+                     config_.buffer_bytes, static_cast<uint64_t>(-1));
+  io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kDevRead, slot));
+}
+
+void DevFuseWorker::Loop() {
+  while (alive_slots_ > 0) {
+    int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      RINGFS_LOG_ERROR("%s worker: io_uring_submit_and_wait: %s", config_.role,
+                       std::strerror(-rc));
+      break;
+    }
+    io_uring_cqe* cqe;
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      uint64_t tag = cqe->user_data;
+      if (TagKind(tag) == CompletionKind::kDevRead) {
+        OnRead(TagIndex(tag), cqe->res);
+      } else if (TagKind(tag) == CompletionKind::kBackend) {
+        backend_->OnCompletion(tag, cqe->res);
+      }
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+  RINGFS_LOG_DEBUG("%s worker: /dev/fuse connection ended; worker exits", config_.role);
+  finished_.store(true, std::memory_order_release);
+}
+
+void DevFuseWorker::OnRead(uint32_t slot, int res) {
+  if (slot >= slot_alive_.size() || !slot_alive_[slot]) return;
+  if (res < 0) {
+    // ENOENT: the request was interrupted before we got it; EINTR/EAGAIN: just try again.
+    if (res == -ENOENT || res == -EINTR || res == -EAGAIN) {
+      PostRead(slot);
+      return;
+    }
+    if (res != -ENODEV) {
+      RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s", config_.role, std::strerror(-res));
+    }
+    slot_alive_[slot] = false;
+    --alive_slots_;
+    return;
+  }
+  char* buffer = buffers_ + slot * config_.buffer_bytes;
+  fuse_in_header in;
+  if (static_cast<size_t>(res) < sizeof(in)) {
+    PostRead(slot);
+    return;
+  }
+  std::memcpy(&in, buffer, sizeof(in));
+  stats_->Add(stats_->devfuse_requests);
+  std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
+  fuse_out_header error{sizeof(fuse_out_header), 0, in.unique};
+  if (in.len != static_cast<uint32_t>(res)) {
+    stats_->Add(stats_->errors);
+    error.error = -EIO;
+    WriteReply(slot, error, 0);
+    return;
+  }
+  if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) stats_->Add(stats_->forgets);
+  if (!op || !op->forwarded) {
+    // DESTROY comes at unmount for some mounts and only needs an empty success.
+    error.error = in.opcode == FUSE_DESTROY ? 0 : -ENOSYS;
+    if (error.error != 0) stats_->Add(stats_->errors);
+    WriteReply(slot, error, 0);
+    return;
+  }
+  size_t struct_size = std::min<size_t>(op->in_struct_size, in.len - sizeof(in));
+  const char* op_in = buffer + sizeof(in);
+  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
+  // The reply body lands in the same buffer right after room for fuse_out_header: the request
+  // has been sent by then.
+  PendingReply reply{slot, in.opcode, buffer + sizeof(fuse_out_header),
+                     config_.buffer_bytes - sizeof(fuse_out_header), bounds.min, bounds.max};
+  iovec iov{buffer, in.len};
+  absl::Status status = backend_->Send(in.unique, bounds.expected ? &reply : nullptr, &iov, 1);
+  if (!bounds.expected) {
+    PostRead(slot);  // FORGET/INTERRUPT: nothing to answer; lost ones only cost server memory
+    return;
+  }
+  if (!status.ok()) {
+    RINGFS_LOG_DEBUG("%s worker: %s failed: %s", config_.role, std::string(op->name),
+                     status.ToString());
+    stats_->Add(stats_->errors);
+    error.error = -EIO;
+    WriteReply(slot, error, 0);
+  }
+}
+
+void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+  WriteReply(slot, header, body_size);
+}
+
+void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+  char* buffer = buffers_ + slot * config_.buffer_bytes;
+  std::memcpy(buffer, &header, sizeof(header));
+  ssize_t written = write(config_.fuse_fd.get(), buffer, sizeof(header) + body_size);
+  // ENOENT: the kernel gave up on the request (interrupted or aborted) — nothing to do.
+  if (written < 0 && errno != ENOENT && errno != ENODEV) {
+    RINGFS_LOG_WARN("%s worker: write reply to /dev/fuse: %s", config_.role,
+                    std::strerror(errno));
+  }
+  stats_->Add(stats_->replies);
+  PostRead(slot);
+}
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,68 @@
+#include "frontend/init_negotiation.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace ringfs::frontend {
+namespace {
+// 7.36 brought FUSE_INIT_EXT/flags2 and the argument-struct sizes ringfs relies on.
+constexpr uint32_t kOldestMinor = 36;
+}  // namespace
+
+absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
+                                           bool writeback_cache, bool uring_module_enabled) {
+  if (in.major != fuse::kKernelMajor) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("kernel speaks FUSE %u.%u; ringfs needs 7.x", in.major, in.minor));
+  }
+  if (in.minor < kOldestMinor) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel FUSE protocol 7.%u is older than the 7.%u ringfs needs", in.minor, kOldestMinor));
+  }
+  InitDecision decision;
+  decision.minor = std::min(in.minor, fuse::kKernelMinor);
+  uint64_t offered = in.flags;
+  if (in.flags & FUSE_INIT_EXT) offered |= static_cast<uint64_t>(in.flags2) << 32;
+  decision.kernel_flags = offered;
+
+  uint64_t wanted = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
+                    FUSE_AUTO_INVAL_DATA | FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+                    FUSE_ASYNC_DIO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |
+                    FUSE_CACHE_SYMLINKS | FUSE_INIT_EXT;
+  if (writeback_cache) wanted |= FUSE_WRITEBACK_CACHE;
+
+  bool ring_offered = (offered & fuse::kInitOverIoUring) != 0;
+  if (transport != Transport::kClassic) {
+    if (ring_offered) {
+      wanted |= fuse::kInitOverIoUring;
+      decision.use_ring = true;
+    } else {
+      decision.ring_unavailable_reason =
+          uring_module_enabled
+              ? "the kernel did not offer FUSE_OVER_IO_URING in INIT"
+              : "/sys/module/fuse/parameters/enable_uring is off (echo 1 > it to enable)";
+      if (transport == Transport::kUring) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("transport=uring unavailable: %s", decision.ring_unavailable_reason));
+      }
+    }
+  }
+
+  uint64_t agreed = offered & wanted;
+  decision.agreed_flags = agreed;
+  fuse::InitOut& out = decision.reply;
+  out.major = fuse::kKernelMajor;
+  out.minor = decision.minor;
+  out.max_readahead = in.max_readahead;
+  out.flags = static_cast<uint32_t>(agreed);
+  out.flags2 = static_cast<uint32_t>(agreed >> 32);
+  out.max_background = kDefaultMaxBackground;
+  out.congestion_threshold = kDefaultMaxBackground * 3 / 4;
+  out.max_write = kMaxWrite;
+  out.time_gran = 1;
+  out.max_pages = kMaxPages;
+  return decision;
+}
+
+}  // namespace ringfs::frontend

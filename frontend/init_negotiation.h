@@ -1,0 +1,33 @@
+// Decides the reply to the kernel's FUSE_INIT: protocol minor, feature flags, sizes, and whether
+// requests will come over the io_uring ring. Pure function; callable from any thread.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "frontend/options.h"
+#include "proto/fuse_abi.h"
+
+namespace ringfs::frontend {
+
+inline constexpr uint32_t kMaxPages = 256;  // 1 MiB requests
+inline constexpr uint32_t kMaxWrite = kMaxPages * 4096;
+inline constexpr uint16_t kDefaultMaxBackground = 64;
+
+struct InitDecision {
+  fuse::InitOut reply{};
+  bool use_ring = false;
+  // Why the ring is not used, for the one log line of the fallback (empty when it is used or
+  // was not asked for).
+  std::string ring_unavailable_reason;
+  uint32_t minor = 0;
+  uint64_t kernel_flags = 0;  // all 64 bits the kernel offered
+  uint64_t agreed_flags = 0;  // all 64 bits we answered with
+};
+
+// Fails when the kernel's protocol is too old for the structures ringfs uses, or when
+// transport=uring was asked for and the kernel does not offer the ring.
+absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
+                                           bool writeback_cache, bool uring_module_enabled);
+
+}  // namespace ringfs::frontend

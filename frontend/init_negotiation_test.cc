@@ -1,0 +1,81 @@
+#include "frontend/init_negotiation.h"
+
+#include <gtest/gtest.h>
+
+namespace ringfs::frontend {
+namespace {
+
+fuse_init_in KernelInit(bool offers_ring) {
+  fuse_init_in in{};
+  in.major = 7;
+  in.minor = 45;
+  in.max_readahead = 128 * 1024;
+  in.flags = FUSE_ASYNC_READ | FUSE_BIG_WRITES | FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
+             FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_WRITEBACK_CACHE | FUSE_INIT_EXT |
+             FUSE_POSIX_LOCKS;
+  in.flags2 = offers_ring ? static_cast<uint32_t>(fuse::kInitOverIoUring >> 32) : 0;
+  return in;
+}
+
+TEST(InitNegotiationTest, UsesTheRingWhenOffered) {
+  auto decision = NegotiateInit(KernelInit(true), Transport::kAuto, false, true);
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  EXPECT_TRUE(decision->use_ring);
+  EXPECT_EQ(decision->reply.flags2 & (fuse::kInitOverIoUring >> 32),
+            fuse::kInitOverIoUring >> 32);
+  EXPECT_EQ(decision->reply.minor, 45u);
+  EXPECT_EQ(decision->reply.max_pages, 256u);
+  EXPECT_EQ(decision->reply.max_write, 1024u * 1024);
+  EXPECT_TRUE(decision->reply.flags & FUSE_MAX_PAGES);
+  EXPECT_TRUE(decision->reply.flags & FUSE_DO_READDIRPLUS);
+  EXPECT_TRUE(decision->reply.flags & FUSE_PARALLEL_DIROPS);
+  // Features not asked for stay off even when offered.
+  EXPECT_FALSE(decision->reply.flags & FUSE_WRITEBACK_CACHE);
+  EXPECT_FALSE(decision->reply.flags & FUSE_POSIX_LOCKS);
+}
+
+TEST(InitNegotiationTest, WritebackCacheIsAnOption) {
+  auto decision = NegotiateInit(KernelInit(true), Transport::kAuto, true, true);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_TRUE(decision->reply.flags & FUSE_WRITEBACK_CACHE);
+}
+
+TEST(InitNegotiationTest, AutoFallsBackWithAReason) {
+  auto decision = NegotiateInit(KernelInit(false), Transport::kAuto, false, false);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_FALSE(decision->use_ring);
+  EXPECT_NE(decision->ring_unavailable_reason.find("enable_uring"), std::string::npos);
+  EXPECT_EQ(decision->reply.flags2 & (fuse::kInitOverIoUring >> 32), 0u);
+}
+
+TEST(InitNegotiationTest, UringRefusesWithoutTheRing) {
+  auto decision = NegotiateInit(KernelInit(false), Transport::kUring, false, true);
+  EXPECT_EQ(decision.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(InitNegotiationTest, ClassicNeverAsksForTheRing) {
+  auto decision = NegotiateInit(KernelInit(true), Transport::kClassic, false, true);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_FALSE(decision->use_ring);
+  EXPECT_EQ(decision->reply.flags2 & (fuse::kInitOverIoUring >> 32), 0u);
+}
+
+TEST(InitNegotiationTest, OldOrForeignKernelsAreRefused) {
+  fuse_init_in in = KernelInit(false);
+  in.minor = 30;
+  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true).ok());
+  in = KernelInit(false);
+  in.major = 8;
+  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true).ok());
+}
+
+TEST(InitNegotiationTest, NewerKernelMinorIsCapped) {
+  fuse_init_in in = KernelInit(true);
+  in.minor = 99;
+  auto decision = NegotiateInit(in, Transport::kAuto, false, true);
+  ASSERT_TRUE(decision.ok());
+  EXPECT_EQ(decision->reply.minor, fuse::kKernelMinor);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

@@ -1,0 +1,39 @@
+// Talking to the kernel's FUSE module outside the request path: opening /dev/fuse, mount(2) and
+// unmount, the fusectl connection id, and the enable_uring module parameter.
+// Stateless functions; callable from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace ringfs::frontend {
+
+struct KernelMountParams {
+  std::string source;      // shown as the device in /proc/mounts
+  std::string mountpoint;  // absolute
+  bool read_only = false;
+};
+
+// Opens /dev/fuse and mounts a fuse.ringfs file system on it (allow_other,
+// default_permissions); returns the connection's fd.
+absl::StatusOr<UniqueFd> MountFuse(const KernelMountParams& params);
+
+// A second fd on the same FUSE connection (FUSE_DEV_IOC_CLONE), so each worker reads from and
+// replies to its own device file.
+absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd);
+
+// Unmounts; falls back to a lazy unmount when the mount is busy, so the mount disappears from
+// the namespace while open files finish. Returns OK when nothing is mounted there.
+absl::Status UnmountFuse(const std::string& mountpoint);
+
+bool UringModuleParameterEnabled();
+
+// The device number of the file system mounted at `mountpoint`, read from /proc/self/mountinfo
+// (stat() on a FUSE mount would ask the daemon, which may be the caller).
+absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint);
+
+}  // namespace ringfs::frontend

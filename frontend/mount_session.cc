@@ -1,0 +1,291 @@
+#include "frontend/mount_session.h"
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "frontend/cpu_list.h"
+#include "frontend/kernel_mount.h"
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr auto kProbeTimeout = std::chrono::seconds(10);
+constexpr auto kStatsInterval = std::chrono::milliseconds(200);
+// Reads from /dev/fuse must offer room for the largest WRITE plus headers.
+constexpr size_t kDevFuseBufferBytes = kMaxWrite + 8192;
+constexpr size_t kRingPayloadBytes = std::max<size_t>({fuse::kMinReadBuffer, kMaxWrite,
+                                                       size_t{kMaxPages} * 4096});
+// FORGET, INTERRUPT and the few requests sent before the ring is ready need little parallelism.
+constexpr uint32_t kSideChannelSlots = 4;
+
+std::string MakeClientId(const std::string& mountpoint) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  return absl::StrFormat("%s:%s:%d:%x", host, mountpoint, getpid(), now);
+}
+
+}  // namespace
+
+MountSession::MountSession(MountOptions options, std::string token)
+    : options_(std::move(options)), token_(std::move(token)) {
+  client_id_ = MakeClientId(options_.mountpoint);
+}
+
+MountSession::~MountSession() {
+  if (mounted_ && !AllWorkersFinished()) {
+    (void)UnmountFuse(options_.mountpoint);
+  }
+  ring_workers_.clear();
+  devfuse_workers_.clear();
+}
+
+BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
+  BackendConfig config;
+  config.address = server_address_;
+  config.client_id = client_id_;
+  config.token = token_;
+  config.queue = queue;
+  config.fuse_minor = init_.minor == 0 ? fuse::kKernelMinor : init_.minor;
+  config.max_inflight = max_inflight;
+  config.entry_timeout = options_.entry_timeout;
+  config.attr_timeout = options_.attr_timeout;
+  config.connect_timeout = options_.connect_timeout;
+  return config;
+}
+
+absl::Status MountSession::Start() {
+  ASSIGN_OR_RETURN(server_address_, ParseSocketAddress(options_.server));
+  {
+    // Fail before mounting when the server cannot be reached or refuses us: a mount that only
+    // answers EIO helps nobody.
+    ASSIGN_OR_RETURN(UniqueFd probe,
+                     ConnectToServer(MakeBackendConfig(0, options_.queue_depth)));
+  }
+  ASSIGN_OR_RETURN(fuse_fd_, MountFuse({options_.source, options_.mountpoint,
+                                        options_.read_only}));
+  mounted_ = true;
+  if (absl::StatusOr<dev_t> device = MountedDevice(options_.mountpoint); device.ok()) {
+    device_ = *device;
+  }
+  absl::Status status = Negotiate();
+  if (status.ok()) status = StartWorkers();
+  if (status.ok()) status = ProbeMount();
+  if (!status.ok()) {
+    AbortConnection();
+    (void)UnmountFuse(options_.mountpoint);
+    mounted_ = false;
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MountSession::Negotiate() {
+  std::vector<char> buffer(kDevFuseBufferBytes);
+  ssize_t n;
+  do {
+    n = read(fuse_fd_.get(), buffer.data(), buffer.size());
+  } while (n < 0 && (errno == EINTR || errno == ENOENT));
+  if (n < 0) return ErrnoError(errno, "read INIT from /dev/fuse");
+  fuse_in_header in;
+  if (static_cast<size_t>(n) < sizeof(in)) return absl::InternalError("short INIT request");
+  std::memcpy(&in, buffer.data(), sizeof(in));
+  if (in.opcode != FUSE_INIT) {
+    return absl::InternalError(absl::StrFormat("expected INIT, kernel sent opcode %u", in.opcode));
+  }
+  fuse_init_in init{};
+  std::memcpy(&init, buffer.data() + sizeof(in),
+              std::min(sizeof(init), static_cast<size_t>(n) - sizeof(in)));
+  absl::StatusOr<InitDecision> decision = NegotiateInit(
+      init, options_.transport, options_.writeback_cache, UringModuleParameterEnabled());
+  struct {
+    fuse_out_header header;
+    fuse::InitOut body;
+  } reply{};
+  reply.header.unique = in.unique;
+  if (!decision.ok()) {
+    reply.header.len = sizeof(reply.header);
+    reply.header.error = -EPROTO;
+    (void)!write(fuse_fd_.get(), &reply, sizeof(reply.header));
+    return decision.status();
+  }
+  init_ = *decision;
+  reply.header.len = sizeof(reply);
+  reply.body = init_.reply;
+  if (write(fuse_fd_.get(), &reply, sizeof(reply)) != static_cast<ssize_t>(sizeof(reply))) {
+    return ErrnoError(errno, "write INIT reply");
+  }
+  if (options_.transport == Transport::kAuto && !init_.use_ring) {
+    RINGFS_LOG_WARN("FUSE-over-io_uring unavailable (%s); using classic /dev/fuse",
+                    init_.ring_unavailable_reason);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MountSession::StartWorkers() {
+  ASSIGN_OR_RETURN(std::vector<int> cpus, PossibleCpus());
+  auto add_devfuse = [&](int cpu, uint32_t slots, uint32_t queue, const char* role) {
+    ASSIGN_OR_RETURN(UniqueFd clone, CloneFuseFd(fuse_fd_.get()));
+    DevFuseWorkerConfig config;
+    config.fuse_fd = std::move(clone);
+    config.cpu = cpu;
+    config.slots = slots;
+    config.buffer_bytes = kDevFuseBufferBytes;
+    config.backend = MakeBackendConfig(queue, slots);
+    config.role = role;
+    stats_.push_back(std::make_unique<WorkerStats>());
+    devfuse_workers_.push_back(
+        std::make_unique<DevFuseWorker>(std::move(config), stats_.back().get()));
+    return devfuse_workers_.back()->Start();
+  };
+  if (!init_.use_ring) {
+    for (int cpu : cpus) {
+      RETURN_IF_ERROR(add_devfuse(cpu, options_.queue_depth, cpu, "classic"));
+    }
+    return absl::OkStatus();
+  }
+  // The kernel keeps using /dev/fuse for FORGET and INTERRUPT: one small worker serves it.
+  RETURN_IF_ERROR(add_devfuse(-1, kSideChannelSlots, cpus.size(), "devfuse side channel"));
+  for (int cpu : cpus) {
+    RingWorkerConfig config;
+    config.fuse_fd = fuse_fd_.get();
+    config.qid = static_cast<uint16_t>(cpu);
+    config.cpu = cpu;
+    config.depth = options_.queue_depth;
+    config.payload_bytes = kRingPayloadBytes;
+    config.backend = MakeBackendConfig(cpu, options_.queue_depth);
+    stats_.push_back(std::make_unique<WorkerStats>());
+    ring_workers_.push_back(std::make_unique<RingWorker>(std::move(config), stats_.back().get()));
+    RETURN_IF_ERROR(ring_workers_.back()->Start());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MountSession::ProbeMount() {
+  // Until every queue has an entry the kernel holds requests back; a statfs answered by the
+  // server proves the whole path works. It runs on its own thread so a kernel that never
+  // becomes ready cannot hang the mount command.
+  auto done = std::make_shared<std::promise<int>>();
+  std::future<int> result = done->get_future();
+  std::string path = options_.mountpoint;
+  std::thread([done, path] {
+    struct statfs info {};
+    done->set_value(statfs(path.c_str(), &info) == 0 ? 0 : errno);
+  }).detach();
+  if (result.wait_for(kProbeTimeout) != std::future_status::ready) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "the mount did not answer within %d s (ring queues not ready?)",
+        static_cast<int>(kProbeTimeout.count())));
+  }
+  if (int err = result.get(); err != 0) return ErrnoError(err, "statfs on the new mount");
+  return absl::OkStatus();
+}
+
+void MountSession::AbortConnection() {
+  if (device_ == 0) return;
+  const char* control = "/sys/fs/fuse/connections";
+  std::string abort_file = absl::StrFormat("%s/%u/abort", control, minor(device_));
+  if (access(abort_file.c_str(), W_OK) != 0) {
+    mount("fusectl", control, "fusectl", 0, nullptr);  // fusectl is often not mounted
+  }
+  std::ofstream out(abort_file);
+  out << "1";
+}
+
+bool MountSession::AllWorkersFinished() const {
+  for (const auto& worker : ring_workers_) {
+    if (!worker->finished()) return false;
+  }
+  for (const auto& worker : devfuse_workers_) {
+    if (!worker->finished()) return false;
+  }
+  return true;
+}
+
+void MountSession::Run() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  int stop_requests = 0;
+  while (!AllWorkersFinished()) {
+    timespec wait{0, std::chrono::nanoseconds(kStatsInterval).count()};
+    int sig = sigtimedwait(&signals, nullptr, &wait);
+    if (sig > 0) {
+      ++stop_requests;
+      if (stop_requests == 1) {
+        RINGFS_LOG_INFO("signal %d: unmounting %s", sig, options_.mountpoint);
+        if (absl::Status status = UnmountFuse(options_.mountpoint); !status.ok()) {
+          RINGFS_LOG_ERROR("%s", status.ToString());
+        }
+      } else {
+        // The mount is busy (lazily detached) and the user insists: end it now.
+        RINGFS_LOG_WARN("signal %d again: aborting the FUSE connection", sig);
+        AbortConnection();
+      }
+    }
+    WriteStats();
+  }
+  for (auto& worker : ring_workers_) worker->Join();
+  for (auto& worker : devfuse_workers_) worker->Join();
+  mounted_ = false;
+  WriteStats();
+  uint64_t ring = 0, devfuse = 0;
+  for (const auto& s : stats_) {
+    ring += s->ring_requests.load(std::memory_order_relaxed);
+    devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
+  }
+  RINGFS_LOG_INFO("unmounted %s: %u requests over the ring, %u over /dev/fuse",
+                  options_.mountpoint, ring, devfuse);
+}
+
+void MountSession::WriteStats() const {
+  if (options_.stats_file.empty()) return;
+  uint64_t ring = 0, devfuse = 0, forgets = 0, errors = 0, replies = 0;
+  for (const auto& s : stats_) {
+    ring += s->ring_requests.load(std::memory_order_relaxed);
+    devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
+    forgets += s->forgets.load(std::memory_order_relaxed);
+    errors += s->errors.load(std::memory_order_relaxed);
+    replies += s->replies.load(std::memory_order_relaxed);
+  }
+  // INIT was read before any worker existed; count it so devfuse_requests is complete.
+  std::string text = absl::StrFormat(
+      "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nerrors=%u\n"
+      "replies=%u\nqueues=%u\n",
+      init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies,
+      init_.use_ring ? ring_workers_.size() : devfuse_workers_.size());
+  std::string temporary = options_.stats_file + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text;
+    if (!out) return;
+  }
+  rename(temporary.c_str(), options_.stats_file.c_str());
+}
+
+std::string MountSession::Describe() const {
+  size_t queues = init_.use_ring ? ring_workers_.size() : devfuse_workers_.size();
+  return absl::StrFormat(
+      "mounted %s on %s: transport=%s, %u queues x %u requests, FUSE 7.%u",
+      options_.source, options_.mountpoint, init_.use_ring ? "uring" : "classic", queues,
+      options_.queue_depth, init_.minor);
+}
+
+}  // namespace ringfs::frontend

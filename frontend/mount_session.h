@@ -1,0 +1,60 @@
+// One ringfs mount from start to end: mounts the FUSE file system, answers INIT, starts the
+// workers of the negotiated transport, proves the mount answers, then waits until the FUSE
+// connection ends (SIGINT/SIGTERM/SIGHUP unmount it) and joins the workers.
+// Used by the main thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/unique_fd.h"
+#include "frontend/backend_channel.h"
+#include "frontend/devfuse_worker.h"
+#include "frontend/init_negotiation.h"
+#include "frontend/options.h"
+#include "frontend/ring_worker.h"
+#include "frontend/worker_stats.h"
+
+namespace ringfs::frontend {
+
+class MountSession {
+ public:
+  MountSession(MountOptions options, std::string token);
+  ~MountSession();
+
+  // Checks that the server answers, mounts, negotiates and starts the workers, and returns once
+  // a request through the mount has been answered. On error nothing stays mounted.
+  // REQUIRES: SIGINT/SIGTERM/SIGHUP are blocked in the calling thread (workers inherit it).
+  absl::Status Start();
+
+  // Returns when the FUSE connection has ended and every worker has exited.
+  void Run();
+
+  // One line for the user: what is mounted where, and over which transport.
+  std::string Describe() const;
+
+ private:
+  absl::Status Negotiate();
+  absl::Status StartWorkers();
+  absl::Status ProbeMount();
+  void WriteStats() const;
+  void AbortConnection();
+  bool AllWorkersFinished() const;
+  BackendConfig MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const;
+
+  MountOptions options_;
+  std::string token_;
+  std::string client_id_;
+  SocketAddress server_address_;
+  UniqueFd fuse_fd_;
+  bool mounted_ = false;
+  InitDecision init_;
+  dev_t device_ = 0;
+  std::vector<std::unique_ptr<WorkerStats>> stats_;
+  std::vector<std::unique_ptr<RingWorker>> ring_workers_;
+  std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;
+};
+
+}  // namespace ringfs::frontend

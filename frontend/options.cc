@@ -1,0 +1,176 @@
+#include "frontend/options.h"
+
+#include <cmath>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+
+namespace ringfs::frontend {
+namespace {
+
+// Options mount(8) and fstab pass along that mean nothing to ringfs (or are always on).
+bool IsGenericMountOption(const std::string& key) {
+  static const char* const kGeneric[] = {
+      "rw", "defaults", "auto", "noauto", "_netdev", "nofail", "user", "users", "nouser",
+      "owner", "group", "exec", "noexec", "suid", "nosuid", "dev", "nodev", "atime",
+      "noatime", "relatime", "norelatime", "strictatime", "diratime", "nodiratime",
+      "async", "sync", "allow_other", "default_permissions"};
+  for (const char* generic : kGeneric) {
+    if (key == generic) return true;
+  }
+  return key.rfind("x-", 0) == 0 || key.rfind("comment=", 0) == 0;
+}
+
+absl::StatusOr<std::chrono::nanoseconds> ParseSeconds(const std::string& key,
+                                                      const std::string& value) {
+  double seconds = 0;
+  if (!absl::SimpleAtod(value, &seconds) || !std::isfinite(seconds) || seconds < 0 ||
+      seconds > 86400.0 * 365) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("option %s: '%s' is not a number of seconds", key, value));
+  }
+  return std::chrono::nanoseconds(static_cast<int64_t>(seconds * 1e9));
+}
+
+absl::Status ApplyOption(const std::string& option, MountOptions* out) {
+  if (option.empty()) return absl::OkStatus();
+  size_t eq = option.find('=');
+  std::string key = option.substr(0, eq);
+  std::string value = eq == std::string::npos ? "" : option.substr(eq + 1);
+  bool has_value = eq != std::string::npos;
+  auto need_value = [&]() -> absl::Status {
+    if (!has_value || value.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat("option %s needs a value", key));
+    }
+    return absl::OkStatus();
+  };
+  if (key == "transport") {
+    if (value == "auto") out->transport = Transport::kAuto;
+    else if (value == "uring") out->transport = Transport::kUring;
+    else if (value == "classic") out->transport = Transport::kClassic;
+    else {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("transport=%s: expected auto, uring or classic", value));
+    }
+  } else if (key == "queue_depth") {
+    uint32_t depth = 0;
+    if (!absl::SimpleAtoi(value, &depth) || depth < 1 || depth > 128) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("queue_depth=%s: expected 1..128", value));
+    }
+    out->queue_depth = depth;
+  } else if (key == "token_file") {
+    if (auto s = need_value(); !s.ok()) return s;
+    out->token_file = value;
+  } else if (key == "stats_file") {
+    if (auto s = need_value(); !s.ok()) return s;
+    out->stats_file = value;
+  } else if (key == "writeback_cache") {
+    out->writeback_cache = true;
+  } else if (key == "entry_timeout" || key == "attr_timeout") {
+    auto parsed = ParseSeconds(key, value);
+    if (!parsed.ok()) return parsed.status();
+    (key == "entry_timeout" ? out->entry_timeout : out->attr_timeout) = *parsed;
+  } else if (key == "connect_timeout") {
+    auto parsed = ParseSeconds(key, value);
+    if (!parsed.ok()) return parsed.status();
+    out->connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+    if (out->connect_timeout.count() < 1) out->connect_timeout = std::chrono::milliseconds(1);
+  } else if (key == "log_level") {
+    if (value != "debug" && value != "info" && value != "warn" && value != "error") {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("log_level=%s: expected debug, info, warn or error", value));
+    }
+    out->log_level = value;
+  } else if (key == "ro") {
+    out->read_only = true;
+  } else if (IsGenericMountOption(key)) {
+    // Accepted for fstab compatibility.
+  } else {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown mount option '%s'", option));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ApplyOptionList(const std::string& list, MountOptions* out) {
+  for (const std::string& option : std::vector<std::string>(absl::StrSplit(list, ','))) {
+    if (auto status = ApplyOption(option, out); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SplitSpec(const std::string& spec, MountOptions* out) {
+  // SPEC is SERVER:EXPORT where SERVER is HOST:PORT, [V6]:PORT or unix:PATH.
+  size_t split = spec.rfind(':');
+  if (split == std::string::npos || split == 0 || split + 1 >= spec.size() ||
+      spec[split + 1] != '/') {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "'%s' is not a ringfs source; expected HOST:PORT:/EXPORT or unix:PATH:/EXPORT", spec));
+  }
+  out->server = spec.substr(0, split);
+  out->export_path = spec.substr(split + 1);
+  out->source = spec;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kAuto: return "auto";
+    case Transport::kUring: return "uring";
+    case Transport::kClassic: return "classic";
+  }
+  return "?";
+}
+
+std::string Usage() {
+  return "usage: ringfs-mount HOST:PORT:/ MOUNTPOINT [-f] [-o OPTION[,OPTION...]]\n"
+         "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
+         "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
+         "         token_file=PATH  stats_file=PATH  writeback_cache  ro\n"
+         "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
+         "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n";
+}
+
+absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& args,
+                                              bool as_mount_helper) {
+  MountOptions out;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-o") {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError("-o needs an option list");
+      if (auto s = ApplyOptionList(args[++i], &out); !s.ok()) return s;
+    } else if (arg.rfind("-o", 0) == 0 && arg.size() > 2) {
+      if (auto s = ApplyOptionList(arg.substr(2), &out); !s.ok()) return s;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      for (char flag : arg.substr(1)) {
+        if (flag == 'f') {
+          (as_mount_helper ? out.fake : out.foreground) = true;
+        } else if (as_mount_helper && (flag == 'n' || flag == 's' || flag == 'v')) {
+          // mtab, sloppy and verbose have no meaning here.
+        } else {
+          return absl::InvalidArgumentError(absl::StrFormat("unknown flag -%c", flag));
+        }
+      }
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.size() != 2) {
+    return absl::InvalidArgumentError("expected exactly a source and a mountpoint");
+  }
+  if (auto s = SplitSpec(positional[0], &out); !s.ok()) return s;
+  out.mountpoint = positional[1];
+  if (out.mountpoint.empty()) return absl::InvalidArgumentError("empty mountpoint");
+  if (out.export_path != "/") {
+    // The server exports one tree; sub-directory mounts are not supported yet.
+    return absl::InvalidArgumentError(
+        absl::StrFormat("export '%s': only '/' is supported", out.export_path));
+  }
+  return out;
+}
+
+}  // namespace ringfs::frontend

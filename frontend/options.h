@@ -1,0 +1,45 @@
+// Command-line and mount-option parsing for ringfs-mount / mount.ringfs.
+// Pure functions; the result is a plain value owned by the caller.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ringfs::frontend {
+
+enum class Transport { kAuto, kUring, kClassic };
+
+const char* TransportName(Transport transport);
+
+struct MountOptions {
+  std::string server;      // HOST:PORT or unix:PATH
+  std::string export_path;  // the part after the last ':' ("/")
+  std::string source;       // the spec as given, shown in /proc/mounts
+  std::string mountpoint;   // absolute, as given
+  bool foreground = false;
+  bool fake = false;  // mount(8) -f: parse and check, mount nothing
+  bool read_only = false;
+  Transport transport = Transport::kAuto;
+  uint32_t queue_depth = 16;
+  std::string token_file;
+  std::string stats_file;
+  bool writeback_cache = false;
+  std::chrono::nanoseconds entry_timeout = std::chrono::seconds(1);
+  std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
+  std::chrono::milliseconds connect_timeout{5000};
+  std::string log_level = "info";
+};
+
+// Parses `ringfs-mount SPEC MOUNTPOINT [-f] [-o OPTS]`; when `as_mount_helper` (invoked as
+// mount.ringfs) it follows mount(8)'s helper convention instead: `-f` fakes, `-n -s -v` are
+// accepted, and the process always daemonizes.
+absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& args,
+                                              bool as_mount_helper);
+
+std::string Usage();
+
+}  // namespace ringfs::frontend

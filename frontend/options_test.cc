@@ -1,0 +1,61 @@
+#include "frontend/options.h"
+
+#include <gtest/gtest.h>
+
+namespace ringfs::frontend {
+namespace {
+
+TEST(OptionsTest, ParsesTheDocumentedForm) {
+  auto parsed = ParseCommandLine(
+      {"127.0.0.1:7000:/", "/mnt/x", "-f", "-o",
+       "transport=uring,queue_depth=32,token_file=/t,stats_file=/s,writeback_cache,"
+       "entry_timeout=2.5,attr_timeout=0"},
+      false);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->server, "127.0.0.1:7000");
+  EXPECT_EQ(parsed->export_path, "/");
+  EXPECT_EQ(parsed->mountpoint, "/mnt/x");
+  EXPECT_TRUE(parsed->foreground);
+  EXPECT_EQ(parsed->transport, Transport::kUring);
+  EXPECT_EQ(parsed->queue_depth, 32u);
+  EXPECT_EQ(parsed->token_file, "/t");
+  EXPECT_EQ(parsed->stats_file, "/s");
+  EXPECT_TRUE(parsed->writeback_cache);
+  EXPECT_EQ(parsed->entry_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(parsed->attr_timeout, std::chrono::nanoseconds(0));
+}
+
+TEST(OptionsTest, AcceptsIpv6AndUnixServers) {
+  auto v6 = ParseCommandLine({"[::1]:7000:/", "/mnt"}, false);
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->server, "[::1]:7000");
+  auto unix_socket = ParseCommandLine({"unix:/run/r.sock:/", "/mnt"}, false);
+  ASSERT_TRUE(unix_socket.ok()) << unix_socket.status();
+  EXPECT_EQ(unix_socket->server, "unix:/run/r.sock");
+}
+
+TEST(OptionsTest, MountHelperConvention) {
+  auto parsed = ParseCommandLine(
+      {"host:1:/", "/mnt", "-snv", "-f", "-o", "rw,_netdev,noauto,x-systemd.automount,ro"}, true);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->fake);
+  EXPECT_FALSE(parsed->foreground);
+  EXPECT_TRUE(parsed->read_only);
+}
+
+TEST(OptionsTest, RejectsBadInput) {
+  EXPECT_FALSE(ParseCommandLine({"host:1:/"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host-without-port", "/mnt"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/sub", "/mnt"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "transport=carrier-pigeon"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "queue_depth=0"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "queue_depth=1000"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "entry_timeout=-1"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "bogus"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "token_file="}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-x"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o"}, false).ok());
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

@@ -1,0 +1,20 @@
+// Helpers every frontend worker thread uses: start a thread that reports its setup status
+// back to the starter, pin the calling thread to a CPU, and block process signals.
+#pragma once
+
+#include <functional>
+#include <thread>
+
+#include "absl/status/status.h"
+
+namespace ringfs::frontend {
+
+// Runs `setup` then `loop` on a new thread; returns once `setup` has finished, with its status.
+// On a setup error the thread ends without running `loop`.
+absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()> setup,
+                               std::function<void()> loop);
+
+// Pins the calling thread; failure (CPU offline) is logged and ignored.
+void PinCurrentThread(int cpu);
+
+}  // namespace ringfs::frontend
