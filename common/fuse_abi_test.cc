@@ -79,6 +79,12 @@ TEST(FuseOpsTest, EveryArgumentStructFitsInOpIn) {
   }
 }
 
+// Regression: the table once said 16 (sizeof fuse_setxattr_in), so the server read SETXATTR
+// names 8 bytes late; without FUSE_SETXATTR_EXT the kernel sends the 8-byte compat struct.
+TEST(FuseOpsTest, SetxattrUsesTheCompatStructSize) {
+  EXPECT_EQ(LookupOp(FUSE_SETXATTR)->in_struct_size, 8u);
+}
+
 TEST(FuseOpsTest, ReplyBounds) {
   fuse_read_in read{};
   read.size = 4096;

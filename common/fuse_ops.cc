@@ -18,7 +18,7 @@ struct Row {
 };
 
 // Sizes follow protocol 7.45 with the optional features ringfs negotiates (no SETXATTR_EXT, no
-// security context), which keep every argument struct at its base size.
+// security context), which keep every argument struct at its base (compat) size.
 constexpr Row kRows[] = {
     {FUSE_LOOKUP, {"LOOKUP", 0, ReplyShape::kFixed, kEntry, true}},
     {FUSE_FORGET, {"FORGET", sizeof(fuse_forget_in), ReplyShape::kNone, 0, true}},
@@ -38,7 +38,8 @@ constexpr Row kRows[] = {
     {FUSE_STATFS, {"STATFS", 0, ReplyShape::kFixed, sizeof(fuse_statfs_out), true}},
     {FUSE_RELEASE, {"RELEASE", sizeof(fuse_release_in), ReplyShape::kEmpty, 0, true}},
     {FUSE_FSYNC, {"FSYNC", sizeof(fuse_fsync_in), ReplyShape::kEmpty, 0, true}},
-    {FUSE_SETXATTR, {"SETXATTR", sizeof(fuse_setxattr_in), ReplyShape::kEmpty, 0, true}},
+    // Without FUSE_SETXATTR_EXT (not negotiated) the kernel sends the 8-byte compat struct.
+    {FUSE_SETXATTR, {"SETXATTR", FUSE_COMPAT_SETXATTR_IN_SIZE, ReplyShape::kEmpty, 0, true}},
     {FUSE_GETXATTR, {"GETXATTR", sizeof(fuse_getxattr_in), ReplyShape::kVariable, 0, true}},
     {FUSE_LISTXATTR, {"LISTXATTR", sizeof(fuse_getxattr_in), ReplyShape::kVariable, 0, true}},
     {FUSE_REMOVEXATTR, {"REMOVEXATTR", 0, ReplyShape::kEmpty, 0, true}},

@@ -31,7 +31,7 @@ struct OpInfo {
 // Returns nullopt for opcodes ringfs does not know at all.
 std::optional<OpInfo> LookupOp(uint32_t opcode);
 
-// Name for logs; "OP_<n>" for unknown opcodes.
+// Name for logs; "OP_UNKNOWN" for opcodes missing from the table.
 std::string_view OpName(uint32_t opcode);
 
 // Inclusive bounds on the body of a successful reply to this request. `op_in` holds the request's

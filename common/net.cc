@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <cerrno>
@@ -99,8 +100,19 @@ absl::StatusOr<UniqueFd> ListenOn(const SocketAddress& address, int backlog) {
   UniqueFd fd(socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoError(errno, "socket");
   if (address.is_unix) {
+    // A socket file left by an earlier run would make bind fail; one that still accepts
+    // connections belongs to a live process and is left alone.
     const auto* un = reinterpret_cast<const sockaddr_un*>(&address.storage);
-    unlink(un->sun_path);  // a stale socket file from an earlier run would make bind fail
+    struct stat existing {};
+    if (lstat(un->sun_path, &existing) == 0 && S_ISSOCK(existing.st_mode)) {
+      UniqueFd probe(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&address.storage),
+                  address.length) == 0) {
+        return ErrnoError(EADDRINUSE, absl::StrFormat("%s: a server is listening there",
+                                                      address.text));
+      }
+      unlink(un->sun_path);
+    }
   } else {
     int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -1,0 +1,23 @@
+// Settings of one ringfs-server process, filled by ParseFlags() and read by Server.
+// A plain value; copied into the components at construction.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/log.h"
+#include "common/wire.h"
+
+namespace ringfs::server {
+
+struct ServerConfig {
+  std::string export_dir;          // directory served as node 1
+  std::string listen;              // "HOST:PORT" or "unix:PATH"
+  std::string token;               // shared secret; empty = no authentication
+  uint32_t workers = 1;            // worker threads, each with one io_uring
+  uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
+  std::string ready_file;          // written with the bound address once listening
+  LogLevel log_level = LogLevel::kInfo;
+};
+
+}  // namespace ringfs::server

@@ -1,0 +1,115 @@
+// Runs decoded requests against the export for one client. Metadata operations run
+// synchronously in the calling worker thread (they are short syscalls on the worker's core;
+// the protocol allows replies in any order). READ, WRITE, FSYNC and FSYNCDIR are returned as an
+// AsyncIo that the worker submits to its io_uring; CompleteIo() then builds their reply.
+// Stateless apart from the client state passed in; any worker thread may call it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "server/attr.h"
+#include "server/client_registry.h"
+#include "server/request.h"
+
+namespace ringfs::server {
+
+// Who asks, for which client, with which cache lifetimes.
+struct OpContext {
+  ClientState* client = nullptr;
+  uint64_t nodeid = 0;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  uint32_t pid = 0;
+  CacheTimes times;
+};
+
+// The body of a success reply, written in place into the reply buffer (after the out header).
+class ReplyBody {
+ public:
+  ReplyBody(char* data, size_t capacity) : data_(data), capacity_(capacity) {}
+  char* data() const { return data_; }
+  size_t capacity() const { return capacity_; }
+  size_t size() const { return size_; }
+  void set_size(size_t n) { size_ = n; }
+  // Appends a struct; REQUIRES: it fits (callers size replies from Request::reply_capacity).
+  template <typename T>
+  void Put(const T& value) {
+    std::memcpy(data_ + size_, &value, sizeof(T));
+    size_ += sizeof(T);
+  }
+  bool Fits(size_t n) const { return size_ + n <= capacity_; }
+
+ private:
+  char* data_;
+  size_t capacity_;
+  size_t size_ = 0;
+};
+
+// File I/O for the worker's io_uring. `handle` keeps the fd open until the I/O completes.
+struct AsyncIo {
+  enum class Kind { kRead, kWrite, kFsync };
+  Kind kind = Kind::kRead;
+  HandleRef handle;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  const char* write_data = nullptr;  // into the request frame; the worker keeps the frame alive
+  bool datasync = false;
+};
+
+struct Outcome {
+  absl::Status status;        // not OK: answer with ToErrno(status)
+  std::optional<AsyncIo> io;  // set: answer when the I/O completes
+};
+
+class Executor {
+ public:
+  // Executes `request`. For requests without a reply the outcome is ignored.
+  Outcome Execute(const OpContext& ctx, const Request& request, ReplyBody& body) const;
+
+  // Fills the reply of a finished AsyncIo; `result` is the io_uring completion result.
+  static absl::Status CompleteIo(const AsyncIo& io, int result, ReplyBody& body);
+
+ private:
+  // Entries (ops_entry.cc).
+  absl::Status Run(const OpContext& ctx, const LookupArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ForgetArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const BatchForgetArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const SymlinkArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const MknodArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const MkdirArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const UnlinkArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const RmdirArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const RenameArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const LinkArgs& a, ReplyBody& body) const;
+  // Attributes (ops_attr.cc).
+  absl::Status Run(const OpContext& ctx, const GetattrArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ReadlinkArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const StatfsArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const AccessArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const SetxattrArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const GetxattrArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ListxattrArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const RemovexattrArgs& a, ReplyBody& body) const;
+  // Files (ops_file.cc).
+  absl::Status Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const CreateArgs& a, ReplyBody& body) const;
+  Outcome Run(const OpContext& ctx, const ReadArgs& a, ReplyBody& body) const;
+  Outcome Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body) const;
+  Outcome Run(const OpContext& ctx, const FsyncArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ReleaseArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const FlushArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const InterruptArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const FallocateArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const LseekArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const CopyFileRangeArgs& a, ReplyBody& body) const;
+  // Directories (ops_dir.cc).
+  absl::Status Run(const OpContext& ctx, const OpendirArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& body) const;
+};
+
+}  // namespace ringfs::server

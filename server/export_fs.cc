@@ -1,0 +1,69 @@
+#include "server/export_fs.h"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+
+namespace ringfs::server {
+
+NameBuffer::NameBuffer(std::string_view name) {
+  size_t n = std::min(name.size(), sizeof(buf_) - 1);
+  std::memcpy(buf_, name.data(), n);
+  buf_[n] = '\0';
+}
+
+absl::StatusOr<UniqueFd> OpenBeneath(int parent_fd, std::string_view name, int flags,
+                                     mode_t mode) {
+  NameBuffer path(name);
+  open_how how{};
+  how.flags = static_cast<uint64_t>(flags) | O_NOFOLLOW | O_CLOEXEC;
+  how.mode = (flags & O_CREAT) ? mode : 0;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  for (;;) {
+    long fd = syscall(SYS_openat2, parent_fd, path.c_str(), &how, sizeof(how));
+    if (fd >= 0) return UniqueFd(static_cast<int>(fd));
+    if (errno == EINTR || errno == EAGAIN) continue;  // EAGAIN: a concurrent rename raced
+    return ErrnoError(errno, "openat2");
+  }
+}
+
+absl::StatusOr<UniqueFd> LookupBeneath(int parent_fd, std::string_view name) {
+  return OpenBeneath(parent_fd, name, O_PATH);
+}
+
+std::string ProcFdPath(int fd) { return absl::StrFormat("/proc/self/fd/%d", fd); }
+
+absl::StatusOr<UniqueFd> Reopen(int path_fd, int flags) {
+  // O_DIRECT is the client's business (it bypasses the client's page cache); the server serves
+  // from its own cache, and its I/O buffers are not aligned for O_DIRECT anyway.
+  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_PATH | O_DIRECT);
+  std::string path = ProcFdPath(path_fd);
+  int fd = open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "reopen");
+  return UniqueFd(fd);
+}
+
+absl::StatusOr<UniqueFd> PathFdOf(int open_fd) {
+  std::string path = ProcFdPath(open_fd);
+  int fd = open(path.c_str(), O_PATH | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "O_PATH reopen");
+  return UniqueFd(fd);
+}
+
+absl::StatusOr<struct stat> StatFd(int fd) {
+  struct stat st {};
+  if (fstatat(fd, "", &st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, "fstatat");
+  }
+  return st;
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,114 @@
+#include "server/flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace ringfs::server {
+namespace {
+
+absl::Status Bad(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+absl::StatusOr<uint32_t> ParseCount(std::string_view flag, const std::string& value,
+                                    uint32_t max) {
+  uint32_t n = 0;
+  if (!absl::SimpleAtoi(value, &n) || n == 0 || n > max) {
+    return Bad(absl::StrFormat("%s wants a number in 1..%u, got '%s'", flag, max, value));
+  }
+  return n;
+}
+
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& value) {
+  if (value == "debug") return LogLevel::kDebug;
+  if (value == "info") return LogLevel::kInfo;
+  if (value == "warn" || value == "warning") return LogLevel::kWarning;
+  if (value == "error") return LogLevel::kError;
+  return Bad(absl::StrFormat("--log-level wants debug|info|warn|error, got '%s'", value));
+}
+
+uint32_t OnlineCpus() {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<uint32_t>(n) : 1;
+}
+
+}  // namespace
+
+std::string_view Usage() {
+  return "usage: ringfs-server --export DIR --listen HOST:PORT|unix:PATH [--token-file F]\n"
+         "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
+         "                     [--log-level debug|info|warn|error]\n";
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Bad(absl::StrFormat("cannot read token file '%s': %s", path, std::strerror(errno)));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string token = buffer.str();
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return Bad(absl::StrFormat("token file '%s' is empty", path));
+  return token;
+}
+
+absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
+  ServerConfig config;
+  config.workers = OnlineCpus();
+  bool have_export = false, have_listen = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    size_t eq = arg.find('=');
+    if (arg.rfind("--", 0) != 0) return Bad(absl::StrFormat("unexpected argument '%s'", arg));
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else {
+      if (arg == "--help" || arg == "-h") return Bad("help requested");
+      if (i + 1 >= argc) return Bad(absl::StrFormat("%s needs a value", arg));
+      value = argv[++i];
+    }
+    if (arg == "--export") {
+      config.export_dir = value;
+      have_export = true;
+    } else if (arg == "--listen") {
+      config.listen = value;
+      have_listen = true;
+    } else if (arg == "--token-file") {
+      auto token = ReadTokenFile(value);
+      if (!token.ok()) return token.status();
+      config.token = *std::move(token);
+    } else if (arg == "--workers") {
+      auto n = ParseCount(arg, value, 1024);
+      if (!n.ok()) return n.status();
+      config.workers = *n;
+    } else if (arg == "--max-inflight") {
+      auto n = ParseCount(arg, value, 65536);
+      if (!n.ok()) return n.status();
+      config.max_inflight = *n;
+    } else if (arg == "--ready-file") {
+      config.ready_file = value;
+    } else if (arg == "--log-level") {
+      auto level = ParseLogLevel(value);
+      if (!level.ok()) return level.status();
+      config.log_level = *level;
+    } else {
+      return Bad(absl::StrFormat("unknown flag '%s'", arg));
+    }
+  }
+  if (!have_export || config.export_dir.empty()) return Bad("--export DIR is required");
+  if (!have_listen || config.listen.empty()) return Bad("--listen ADDR is required");
+  struct stat st {};
+  if (stat(config.export_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Bad(absl::StrFormat("export '%s' is not a directory", config.export_dir));
+  }
+  return config;
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,56 @@
+#include "server/flags.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace ringfs::server {
+namespace {
+
+absl::StatusOr<ServerConfig> Parse(std::vector<std::string> args) {
+  std::vector<const char*> argv = {"ringfs-server"};
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseFlags(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(FlagsTest, ParsesAllFlags) {
+  char dir[] = "/tmp/ringfs-flags-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string token_file = std::string(dir) + "/token";
+  std::ofstream(token_file) << "s3cret \n\n";
+  auto config = Parse({"--export", dir, "--listen=127.0.0.1:0", "--token-file", token_file,
+                       "--workers", "3", "--max-inflight=17", "--ready-file", "/tmp/r",
+                       "--log-level", "debug"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->export_dir, dir);
+  EXPECT_EQ(config->listen, "127.0.0.1:0");
+  EXPECT_EQ(config->token, "s3cret");
+  EXPECT_EQ(config->workers, 3u);
+  EXPECT_EQ(config->max_inflight, 17u);
+  EXPECT_EQ(config->ready_file, "/tmp/r");
+  EXPECT_EQ(config->log_level, LogLevel::kDebug);
+  unlink(token_file.c_str());
+  rmdir(dir);
+}
+
+TEST(FlagsTest, Rejects) {
+  EXPECT_FALSE(Parse({"--listen", "127.0.0.1:0"}).ok());  // no export
+  EXPECT_FALSE(Parse({"--export", "/", "--listen"}).ok());  // missing value
+  EXPECT_FALSE(Parse({"--export", "/nonexistent-ringfs", "--listen", "127.0.0.1:0"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--workers", "0"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--bogus", "1"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--log-level", "loud"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--token-file", "/nonexistent"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--token-file", "/dev/null"}).ok());
+  auto defaults = Parse({"--export", "/", "--listen", "1:1"});
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->max_inflight, 256u);
+  EXPECT_GE(defaults->workers, 1u);
+}
+
+}  // namespace
+}  // namespace ringfs::server

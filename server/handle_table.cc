@@ -1,0 +1,38 @@
+#include "server/handle_table.h"
+
+#include <cerrno>
+
+#include "common/status.h"
+
+namespace ringfs::server {
+
+uint64_t HandleTable::Add(HandleRef handle) {
+  absl::MutexLock lock(&mu_);
+  uint64_t fh = next_fh_++;
+  handles_[fh] = std::move(handle);
+  return fh;
+}
+
+absl::StatusOr<HandleRef> HandleTable::Get(uint64_t fh) const {
+  absl::MutexLock lock(&mu_);
+  auto it = handles_.find(fh);
+  if (it == handles_.end()) return ErrnoError(EBADF, "unknown file handle");
+  return it->second;
+}
+
+absl::Status HandleTable::Remove(uint64_t fh) {
+  HandleRef dropped;  // declared first: destroyed (fd closed) after the lock is released
+  absl::MutexLock lock(&mu_);
+  auto it = handles_.find(fh);
+  if (it == handles_.end()) return ErrnoError(EBADF, "unknown file handle");
+  dropped = std::move(it->second);
+  handles_.erase(it);
+  return absl::OkStatus();
+}
+
+size_t HandleTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return handles_.size();
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,57 @@
+// Open files and directories of one client, by the fh ids the server hands out in OPEN, CREATE
+// and OPENDIR. Thread-safe: any worker may add, get or remove. A Handle is shared: an executor or
+// an in-flight io_uring operation keeps its fd open after a concurrent RELEASE.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
+
+namespace ringfs::server {
+
+struct DirEntry {
+  std::string name;
+  uint64_t ino = 0;
+  uint8_t type = 0;  // DT_* as getdents64 reports it
+};
+
+// A snapshot of a directory's entries taken when a READDIR starts at offset 0. Entry i has the
+// cookie i + 1, so a READDIR at any offset the server handed out continues exactly there, even
+// while the directory changes.
+struct DirSnapshot {
+  bool loaded = false;
+  std::vector<DirEntry> entries;
+};
+
+struct Handle {
+  Handle(UniqueFd f, uint64_t node, bool dir) : fd(std::move(f)), nodeid(node), is_dir(dir) {}
+  const UniqueFd fd;  // opened for I/O (files) or O_RDONLY|O_DIRECTORY (directories)
+  const uint64_t nodeid;
+  const bool is_dir;
+  absl::Mutex mu;  // serialises READDIRs of one directory handle
+  DirSnapshot dir ABSL_GUARDED_BY(mu);
+};
+using HandleRef = std::shared_ptr<Handle>;
+
+class HandleTable {
+ public:
+  uint64_t Add(HandleRef handle);
+  // EBADF for unknown ids.
+  absl::StatusOr<HandleRef> Get(uint64_t fh) const;
+  absl::Status Remove(uint64_t fh);
+  size_t size() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, HandleRef> handles_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_fh_ ABSL_GUARDED_BY(mu_) = 1;  // sequential, never reused
+};
+
+}  // namespace ringfs::server

@@ -1,0 +1,247 @@
+#include "server/listener.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/wire.h"
+
+namespace ringfs::server {
+namespace {
+
+// Compares in time that depends only on the lengths, not on where the first difference is.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+std::string FormatAddress(const sockaddr_storage& storage) {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (storage.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&storage);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+    return absl::StrFormat("%s:%u", host, ntohs(in->sin_port));
+  }
+  if (storage.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&storage);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+    return absl::StrFormat("[%s]:%u", host, ntohs(in6->sin6_port));
+  }
+  return "unix";
+}
+
+}  // namespace
+
+Listener::Listener(Options options, ClientRegistry* registry, Handoff handoff)
+    : options_(std::move(options)), registry_(registry), handoff_(std::move(handoff)) {}
+
+Listener::~Listener() { Stop(); }
+
+wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Options& options,
+                                     uint64_t session_id) {
+  wire::ServerHello reply;
+  reply.set_wire_version(wire::kWireVersion);
+  reply.set_server_id(options.server_id);
+  auto refuse = [&](wire::ServerHello::Result result, std::string message) {
+    reply.set_result(result);
+    reply.set_message(std::move(message));
+    return reply;
+  };
+  if (hello.wire_version() != wire::kWireVersion) {
+    return refuse(wire::ServerHello::VERSION_MISMATCH,
+                  absl::StrFormat("server speaks wire version %u, client %u", wire::kWireVersion,
+                                  hello.wire_version()));
+  }
+  if (!options.token.empty() && !ConstantTimeEquals(hello.token(), options.token)) {
+    return refuse(wire::ServerHello::AUTH_FAILED, "wrong token");
+  }
+  if (!hello.export_name().empty() && hello.export_name() != "/") {
+    return refuse(wire::ServerHello::NO_SUCH_EXPORT,
+                  absl::StrFormat("no export '%s' (this server exports only '/')",
+                                  hello.export_name()));
+  }
+  if (hello.max_inflight() == 0 || hello.max_frame_bytes() == 0) {
+    return refuse(wire::ServerHello::BAD_REQUEST, "max_inflight and max_frame_bytes must be > 0");
+  }
+  // The frame limit must at least allow a header and a minimal request.
+  uint32_t max_frame = std::min(hello.max_frame_bytes(), wire::kMaxFrameBytes);
+  if (max_frame < 4096) {
+    return refuse(wire::ServerHello::BAD_REQUEST, "max_frame_bytes below 4096");
+  }
+  reply.set_result(wire::ServerHello::OK);
+  reply.set_max_inflight(std::min(hello.max_inflight(), options.max_inflight));
+  reply.set_max_frame_bytes(max_frame);
+  reply.set_session_id(session_id);
+  return reply;
+}
+
+absl::Status Listener::Start() {
+  ASSIGN_OR_RETURN(SocketAddress address, ParseSocketAddress(options_.listen));
+  ASSIGN_OR_RETURN(listen_fd_, ListenOn(address));
+  if (address.is_unix) {
+    unix_path_ = options_.listen.substr(5);
+    bound_address_ = options_.listen;
+  } else {
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+      return ErrnoError(errno, "getsockname");
+    }
+    bound_address_ = FormatAddress(bound);
+  }
+  stop_event_.Reset(eventfd(0, EFD_CLOEXEC));
+  if (!stop_event_.valid()) return ErrnoError(errno, "eventfd");
+  started_ = true;
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  return absl::OkStatus();
+}
+
+void Listener::Stop() {
+  if (!started_) return;
+  started_ = false;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    for (auto& h : handshakes_) {
+      if (h->fd >= 0) shutdown(h->fd, SHUT_RDWR);
+    }
+  }
+  uint64_t one = 1;
+  if (write(stop_event_.get(), &one, sizeof(one)) < 0) {
+    RINGFS_LOG_ERROR("listener: cannot signal stop: %s", std::strerror(errno));
+  }
+  accept_thread_.join();
+  ReapHandshakes(/*all=*/true);
+  listen_fd_.Reset();
+  if (!unix_path_.empty()) unlink(unix_path_.c_str());
+}
+
+void Listener::AcceptLoop() {
+  for (;;) {
+    pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {stop_event_.get(), POLLIN, 0}};
+    int n = poll(fds, 2, 1000);
+    if (n < 0 && errno != EINTR) {
+      RINGFS_LOG_ERROR("listener: poll: %s", std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    ReapHandshakes(/*all=*/false);
+    if (n <= 0 || (fds[0].revents & POLLIN) == 0) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    int fd = accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED) {
+        RINGFS_LOG_WARN("listener: accept: %s", std::strerror(errno));
+      }
+      continue;
+    }
+    std::string peer_text = unix_path_.empty() ? FormatAddress(peer) : bound_address_;
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      close(fd);
+      return;
+    }
+    auto handshake = std::make_unique<Handshake>();
+    Handshake* h = handshake.get();
+    h->fd = fd;
+    handshakes_.push_back(std::move(handshake));
+    h->thread = std::thread([this, h, fd, peer_text] { RunHandshake(h, UniqueFd(fd), peer_text); });
+  }
+}
+
+void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer) {
+  uint64_t session_id = next_session_.fetch_add(1);
+  // Marks the handshake finished before `fd` closes, so Stop() never shuts down a reused fd.
+  auto finish = [&] {
+    absl::MutexLock lock(&mu_);
+    handshake->fd = -1;
+    handshake->done.store(true);
+  };
+  wire::ClientHello hello;
+  absl::Status received = wire::ReceiveHandshake(fd.get(), &hello);
+  if (!received.ok()) {
+    RINGFS_LOG_WARN("handshake from %s failed: %s", peer, received.message());
+    finish();
+    return;
+  }
+  wire::ServerHello reply = Validate(hello, options_, session_id);
+  std::shared_ptr<ClientState> client;
+  if (reply.result() == wire::ServerHello::OK) {
+    auto state = registry_->GetOrCreate(hello.client_id());
+    if (state.ok()) {
+      client = *std::move(state);
+    } else {
+      reply.set_result(wire::ServerHello::BAD_REQUEST);
+      reply.set_message(absl::StrFormat("cannot set up client state: %s", state.status().message()));
+    }
+  }
+  absl::Status sent = wire::SendHandshake(fd.get(), reply);
+  if (reply.result() != wire::ServerHello::OK) {
+    if (reply.result() == wire::ServerHello::AUTH_FAILED) {
+      RINGFS_LOG_WARN("refused client %s from %s: wrong token", hello.client_id(), peer);
+    } else {
+      RINGFS_LOG_WARN("refused client %s from %s: %s", hello.client_id(), peer, reply.message());
+    }
+    finish();
+    return;
+  }
+  if (!sent.ok()) {
+    RINGFS_LOG_WARN("handshake reply to %s failed: %s", peer, sent.message());
+    finish();
+    return;
+  }
+  TuneDataSocket(fd.get(), !unix_path_.empty());
+  RINGFS_LOG_INFO("accepted client '%s' queue %u from %s as session %u (inflight %u, frame %u)",
+                  hello.client_id(), hello.queue(), peer, session_id, reply.max_inflight(),
+                  reply.max_frame_bytes());
+  ConnectionSetup setup;
+  setup.fd = std::move(fd);
+  setup.peer = std::move(peer);
+  setup.session_id = session_id;
+  setup.client = std::move(client);
+  setup.max_inflight = reply.max_inflight();
+  setup.max_frame_bytes = reply.max_frame_bytes();
+  setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
+  {
+    // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
+    absl::MutexLock lock(&mu_);
+    handshake->fd = -1;
+    handshake->done.store(true);
+    if (!stopping_) handoff_(std::move(setup));
+  }
+}
+
+void Listener::ReapHandshakes(bool all) {
+  std::list<std::unique_ptr<Handshake>> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = handshakes_.begin(); it != handshakes_.end();) {
+      if (all || (*it)->done.load()) {
+        finished.push_back(std::move(*it));
+        it = handshakes_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& h : finished) h->thread.join();
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,80 @@
+// Maps the node ids the server hands to a client to the files they stand for, with the FUSE
+// lookup count of each. NodeTable is the interface executors use; PathNodeTable keeps one O_PATH
+// fd per node. A later implementation may key nodes by file handles (name_to_handle_at /
+// open_by_handle_at) so ids survive a server restart; executors do not change for that.
+// Thread-safe: every method may be called from any worker thread.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
+
+namespace ringfs::server {
+
+// Immutable once created. Shared ownership keeps `fd` open for an executor that is using the
+// node while a concurrent FORGET drops it from the table.
+struct Node {
+  uint64_t id = 0;
+  UniqueFd fd;  // O_PATH, never followed through a symlink
+  dev_t dev = 0;
+  ino_t ino = 0;
+  mode_t type = 0;  // S_IFMT bits at lookup time
+};
+using NodeRef = std::shared_ptr<const Node>;
+
+class NodeTable {
+ public:
+  virtual ~NodeTable() = default;
+
+  // The node with this id, or ENOENT.
+  virtual absl::StatusOr<NodeRef> Get(uint64_t nodeid) const = 0;
+
+  // Adds one lookup to the node for (st.st_dev, st.st_ino), creating it from `fd` (an O_PATH fd
+  // of that file) if it is new; an already known node keeps its own fd and `fd` is closed.
+  // Returns the node id. The root is returned as 1 and is not counted.
+  virtual absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) = 0;
+
+  // Subtracts `nlookup` lookups; the node is dropped (fd closed once unused) at zero. Unknown ids
+  // and the root are ignored.
+  virtual void Forget(uint64_t nodeid, uint64_t nlookup) = 0;
+
+  // For tests and logs.
+  virtual uint64_t LookupCount(uint64_t nodeid) const = 0;
+  virtual size_t size() const = 0;
+};
+
+class PathNodeTable final : public NodeTable {
+ public:
+  // `root_fd` is an O_PATH fd of the export directory; it becomes node 1.
+  PathNodeTable(UniqueFd root_fd, const struct stat& root_st);
+
+  absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override;
+  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override;
+  void Forget(uint64_t nodeid, uint64_t nlookup) override;
+  uint64_t LookupCount(uint64_t nodeid) const override;
+  size_t size() const override;
+
+ private:
+  struct Entry {
+    NodeRef node;
+    uint64_t lookups = 0;
+  };
+  using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<InodeKey, uint64_t> by_inode_ ABSL_GUARDED_BY(mu_);
+  // Ids are sequential and never reused, so a stale id from the kernel can never name a
+  // different file.
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 2;
+};
+
+}  // namespace ringfs::server

@@ -1,0 +1,211 @@
+// Attribute operations: GETATTR, SETATTR, READLINK, STATFS, ACCESS and the xattr family.
+// Paths of the form /proc/self/fd/N name our own O_PATH fds; they are not client paths.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/status.h"
+#include "server/executor.h"
+#include "server/export_fs.h"
+#include "server/ops_util.h"
+
+namespace ringfs::server {
+namespace {
+
+absl::Status ReplyAttr(const OpContext& ctx, int fd, ReplyBody& body) {
+  ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
+  body.Put(ToAttrOut(st, ctx.times));
+  return absl::OkStatus();
+}
+
+timespec ToTimespec(uint64_t sec, uint32_t nsec, bool now) {
+  timespec ts{};
+  if (now) {
+    ts.tv_nsec = UTIME_NOW;
+  } else {
+    ts.tv_sec = static_cast<time_t>(sec);
+    ts.tv_nsec = nsec;
+  }
+  return ts;
+}
+
+absl::Status Truncate(const NodeRef& node, const HandleRef& handle, uint64_t size) {
+  if (handle != nullptr) {
+    if (ftruncate(handle->fd.get(), static_cast<off_t>(size)) != 0) {
+      return ErrnoError(errno, "ftruncate");
+    }
+    return absl::OkStatus();
+  }
+  if (node->type == S_IFDIR) return ErrnoError(EISDIR, "truncate directory");
+  if (node->type != S_IFREG) return ErrnoError(EINVAL, "truncate special file");
+  ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), O_WRONLY));
+  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return ErrnoError(errno, "ftruncate");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Executor::Run(const OpContext& ctx, const GetattrArgs& a, ReplyBody& body) const {
+  if (a.getattr_flags & FUSE_GETATTR_FH) {
+    if (auto handle = GetHandle(ctx, a.fh); handle.ok()) {
+      return ReplyAttr(ctx, (*handle)->fd.get(), body);
+    }
+  }
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  return ReplyAttr(ctx, node->fd.get(), body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody& body) const {
+  const fuse_setattr_in& in = a.in;
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  HandleRef handle;
+  if (in.valid & FATTR_FH) {
+    ASSIGN_OR_RETURN(handle, GetHandle(ctx, in.fh));
+  }
+  const int fd = node->fd.get();
+  const std::string path = ProcFdPath(fd);
+
+  if (in.valid & (FATTR_UID | FATTR_GID)) {
+    uid_t uid = (in.valid & FATTR_UID) ? in.uid : static_cast<uid_t>(-1);
+    gid_t gid = (in.valid & FATTR_GID) ? in.gid : static_cast<gid_t>(-1);
+    if (fchownat(fd, "", uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoError(errno, "chown");
+    }
+  }
+  if (in.valid & FATTR_MODE) {
+    if (node->type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
+    if (chmod(path.c_str(), in.mode & 07777) != 0) return ErrnoError(errno, "chmod");
+  } else if ((in.valid & FATTR_KILL_SUIDGID) && node->type == S_IFREG) {
+    ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
+    mode_t mode = st.st_mode & 07777;
+    mode_t killed = mode & ~S_ISUID;
+    if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
+    if (killed != mode && chmod(path.c_str(), killed) != 0) return ErrnoError(errno, "chmod");
+  }
+  if (in.valid & FATTR_SIZE) RETURN_IF_ERROR(Truncate(node, handle, in.size));
+  if (in.valid & (FATTR_ATIME | FATTR_MTIME)) {
+    timespec times[2];
+    times[0] = (in.valid & FATTR_ATIME)
+                   ? ToTimespec(in.atime, in.atimensec, in.valid & FATTR_ATIME_NOW)
+                   : timespec{0, UTIME_OMIT};
+    times[1] = (in.valid & FATTR_MTIME)
+                   ? ToTimespec(in.mtime, in.mtimensec, in.valid & FATTR_MTIME_NOW)
+                   : timespec{0, UTIME_OMIT};
+    if (node->type == S_IFLNK) {
+      // The magic link of an O_PATH symlink fd is the symlink itself; utimensat must not follow
+      // it any further, hence AT_SYMLINK_NOFOLLOW on an empty path of the fd.
+      if (utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+        return ErrnoError(errno, "utimensat");
+      }
+    } else if (utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+      return ErrnoError(errno, "utimensat");
+    }
+  }
+  return ReplyAttr(ctx, fd, body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const ReadlinkArgs&, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  if (node->type != S_IFLNK) return ErrnoError(EINVAL, "not a symlink");
+  ssize_t n = readlinkat(node->fd.get(), "", body.data(), body.capacity());
+  if (n < 0) return ErrnoError(errno, "readlinkat");
+  if (static_cast<size_t>(n) >= body.capacity()) return ErrnoError(ENAMETOOLONG, "long symlink");
+  body.set_size(static_cast<size_t>(n));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const StatfsArgs&, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef root, GetNode(ctx, fuse::kRootNodeId));
+  struct statvfs st {};
+  if (fstatvfs(root->fd.get(), &st) != 0) return ErrnoError(errno, "fstatvfs");
+  fuse_statfs_out out{};
+  out.st = ToKstatfs(st);
+  body.Put(out);
+  return absl::OkStatus();
+}
+
+// The mount uses default_permissions, so the kernel normally checks access itself; this answers
+// the same way for a caller that asks anyway (owner/group/other bits, root may do anything but
+// execute a file without any x bit). Supplementary groups are not known on the wire.
+absl::Status Executor::Run(const OpContext& ctx, const AccessArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  ASSIGN_OR_RETURN(struct stat st, StatFd(node->fd.get()));
+  uint32_t want = a.mask & 7;
+  if (want == 0) return absl::OkStatus();
+  if (ctx.uid == 0) {
+    bool any_x = (st.st_mode & 0111) != 0 || S_ISDIR(st.st_mode);
+    if ((want & X_OK) && !any_x) return ErrnoError(EACCES, "access");
+    return absl::OkStatus();
+  }
+  uint32_t bits = st.st_mode & 7;
+  if (ctx.uid == st.st_uid) {
+    bits = (st.st_mode >> 6) & 7;
+  } else if (ctx.gid == st.st_gid) {
+    bits = (st.st_mode >> 3) & 7;
+  }
+  if ((want & ~bits) != 0) return ErrnoError(EACCES, "access");
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const SetxattrArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  std::string path = ProcFdPath(node->fd.get());
+  if (setxattr(path.c_str(), NameBuffer(a.name).c_str(), a.value.data(), a.value.size(),
+               static_cast<int>(a.flags)) != 0) {
+    return ErrnoError(errno, "setxattr");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const GetxattrArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  std::string path = ProcFdPath(node->fd.get());
+  NameBuffer name(a.name);
+  if (a.size == 0) {
+    ssize_t n = getxattr(path.c_str(), name.c_str(), nullptr, 0);
+    if (n < 0) return ErrnoError(errno, "getxattr");
+    fuse_getxattr_out out{};
+    out.size = static_cast<uint32_t>(n);
+    body.Put(out);
+    return absl::OkStatus();
+  }
+  size_t size = std::min<size_t>(a.size, body.capacity());
+  ssize_t n = getxattr(path.c_str(), name.c_str(), body.data(), size);
+  if (n < 0) return ErrnoError(errno, "getxattr");
+  body.set_size(static_cast<size_t>(n));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const ListxattrArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  std::string path = ProcFdPath(node->fd.get());
+  if (a.size == 0) {
+    ssize_t n = listxattr(path.c_str(), nullptr, 0);
+    if (n < 0) return ErrnoError(errno, "listxattr");
+    fuse_getxattr_out out{};
+    out.size = static_cast<uint32_t>(n);
+    body.Put(out);
+    return absl::OkStatus();
+  }
+  size_t size = std::min<size_t>(a.size, body.capacity());
+  ssize_t n = listxattr(path.c_str(), body.data(), size);
+  if (n < 0) return ErrnoError(errno, "listxattr");
+  body.set_size(static_cast<size_t>(n));
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const RemovexattrArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  std::string path = ProcFdPath(node->fd.get());
+  if (removexattr(path.c_str(), NameBuffer(a.name).c_str()) != 0) {
+    return ErrnoError(errno, "removexattr");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringfs::server

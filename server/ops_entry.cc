@@ -1,0 +1,126 @@
+// Name-space operations: LOOKUP, FORGET, BATCH_FORGET, MKNOD, MKDIR, SYMLINK, LINK, UNLINK,
+// RMDIR, RENAME, RENAME2. Every name is one validated component resolved under the parent's
+// O_PATH fd (see export_fs.h); nothing here follows a symlink.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/status.h"
+#include "server/executor.h"
+#include "server/export_fs.h"
+#include "server/ops_util.h"
+
+namespace ringfs::server {
+namespace {
+
+// After creating `name` in `parent_fd`: hand it to the caller and reply with its entry.
+absl::Status FinishCreate(const OpContext& ctx, int parent_fd, std::string_view name,
+                          mode_t requested_mode, ReplyBody& body) {
+  ASSIGN_OR_RETURN(UniqueFd fd, LookupBeneath(parent_fd, name));
+  absl::Status owned = GiveToCaller(ctx, parent_fd, fd.get(), requested_mode);
+  if (!owned.ok()) {
+    ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
+    unlinkat(parent_fd, NameBuffer(name).c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    return owned;
+  }
+  ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
+  ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(fd), st));
+  body.Put(ToEntryOut(nodeid, st, ctx.times));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Executor::Run(const OpContext& ctx, const LookupArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  return ReplyEntry(ctx, parent->fd.get(), a.name, body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const ForgetArgs& a, ReplyBody&) const {
+  ctx.client->nodes->Forget(ctx.nodeid, a.nlookup);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const BatchForgetArgs& a, ReplyBody&) const {
+  for (uint32_t i = 0; i < a.count; ++i) {
+    fuse_forget_one one = a.Entry(i);
+    ctx.client->nodes->Forget(one.nodeid, one.nlookup);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const SymlinkArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  std::string target(a.target);
+  if (symlinkat(target.c_str(), parent->fd.get(), NameBuffer(a.name).c_str()) != 0) {
+    return ErrnoError(errno, "symlinkat");
+  }
+  return FinishCreate(ctx, parent->fd.get(), a.name, 0, body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const MknodArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  mode_t type = a.mode & S_IFMT;
+  // Device nodes would let a client reach hardware through the export: refused.
+  if (type == S_IFCHR || type == S_IFBLK) return ErrnoError(EPERM, "device nodes not allowed");
+  if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != 0) {
+    return ErrnoError(EINVAL, "bad mknod type");
+  }
+  if (mknodat(parent->fd.get(), NameBuffer(a.name).c_str(), a.mode, 0) != 0) {
+    return ErrnoError(errno, "mknodat");
+  }
+  return FinishCreate(ctx, parent->fd.get(), a.name, a.mode, body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const MkdirArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  if (mkdirat(parent->fd.get(), NameBuffer(a.name).c_str(), a.mode & 07777) != 0) {
+    return ErrnoError(errno, "mkdirat");
+  }
+  // A directory's setgid bit comes from its parent (the kernel does that); nothing to restore.
+  return FinishCreate(ctx, parent->fd.get(), a.name, 0, body);
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const UnlinkArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  if (unlinkat(parent->fd.get(), NameBuffer(a.name).c_str(), 0) != 0) {
+    return ErrnoError(errno, "unlinkat");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const RmdirArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  if (unlinkat(parent->fd.get(), NameBuffer(a.name).c_str(), AT_REMOVEDIR) != 0) {
+    return ErrnoError(errno, "rmdir");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const RenameArgs& a, ReplyBody&) const {
+  constexpr uint32_t kAllowed = RENAME_NOREPLACE | RENAME_EXCHANGE;
+  if (a.flags & ~kAllowed) return ErrnoError(EINVAL, "unsupported rename flags");
+  ASSIGN_OR_RETURN(NodeRef olddir, GetNode(ctx, ctx.nodeid));
+  ASSIGN_OR_RETURN(NodeRef newdir, GetNode(ctx, a.newdir));
+  if (renameat2(olddir->fd.get(), NameBuffer(a.oldname).c_str(), newdir->fd.get(),
+                NameBuffer(a.newname).c_str(), a.flags) != 0) {
+    return ErrnoError(errno, "renameat2");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const LinkArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, a.oldnodeid));
+  ASSIGN_OR_RETURN(NodeRef newdir, GetNode(ctx, ctx.nodeid));
+  if (node->type == S_IFDIR) return ErrnoError(EPERM, "hard link to a directory");
+  NameBuffer name(a.name);
+  if (linkat(node->fd.get(), "", newdir->fd.get(), name.c_str(), AT_EMPTY_PATH) != 0) {
+    return ErrnoError(errno, "linkat");
+  }
+  return ReplyEntry(ctx, newdir->fd.get(), a.name, body);
+}
+
+}  // namespace ringfs::server

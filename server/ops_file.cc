@@ -1,0 +1,219 @@
+// File operations: OPEN, CREATE, READ, WRITE, FSYNC(DIR), RELEASE(DIR), FLUSH, INTERRUPT,
+// FALLOCATE, LSEEK, COPY_FILE_RANGE(_64). READ, WRITE and FSYNC only prepare an AsyncIo.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/status.h"
+#include "server/executor.h"
+#include "server/export_fs.h"
+#include "server/ops_util.h"
+
+namespace ringfs::server {
+namespace {
+
+// One COPY_FILE_RANGE copies at most this much; the caller loops on a short count, and the worker
+// is not held up by one huge copy.
+constexpr uint64_t kMaxCopyChunk = 64ull << 20;
+
+absl::Status CheckOpenable(const Node& node) {
+  switch (node.type) {
+    case S_IFREG:
+      return absl::OkStatus();
+    case S_IFDIR:
+      return ErrnoError(EISDIR, "open of a directory");
+    case S_IFLNK:
+      return ErrnoError(ELOOP, "open of a symlink");
+    default:
+      // FIFOs, sockets and devices are opened by the kernel itself, never through FUSE; opening
+      // a FIFO here could block the worker.
+      return ErrnoError(ENXIO, "open of a special file");
+  }
+}
+
+absl::StatusOr<HandleRef> FileHandle(const OpContext& ctx, uint64_t fh) {
+  ASSIGN_OR_RETURN(HandleRef handle, GetHandle(ctx, fh));
+  if (handle->is_dir) return ErrnoError(EISDIR, "file operation on a directory handle");
+  return handle;
+}
+
+// Opens `name`, creating it unless it exists; with `exclusive` an existing name is EEXIST.
+// `created` tells whether this call made the file (only then is it given to the caller).
+absl::StatusOr<UniqueFd> OpenOrCreate(int parent_fd, std::string_view name, int flags,
+                                      mode_t mode, bool exclusive, bool* created) {
+  flags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT);  // O_DIRECT: see Reopen()
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto fd = OpenBeneath(parent_fd, name, flags | O_CREAT | O_EXCL, mode & 07777);
+    if (fd.ok()) {
+      *created = true;
+      return fd;
+    }
+    if (exclusive || ToErrno(fd.status()) != EEXIST) return fd.status();
+    // It exists: open it, but only if it is a regular file (never a FIFO, never a symlink).
+    auto path_fd = LookupBeneath(parent_fd, name);
+    if (!path_fd.ok()) {
+      if (ToErrno(path_fd.status()) == ENOENT) continue;  // removed meanwhile: create again
+      return path_fd.status();
+    }
+    ASSIGN_OR_RETURN(struct stat st, StatFd(path_fd->get()));
+    Node probe;
+    probe.type = st.st_mode & S_IFMT;
+    RETURN_IF_ERROR(CheckOpenable(probe));
+    *created = false;
+    return Reopen(path_fd->get(), flags);
+  }
+  return ErrnoError(EAGAIN, "create raced with concurrent changes");
+}
+
+}  // namespace
+
+absl::Status Executor::Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  RETURN_IF_ERROR(CheckOpenable(*node));
+  ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), static_cast<int>(a.flags)));
+  fuse_open_out out{};
+  out.fh = ctx.client->handles.Add(std::make_shared<Handle>(std::move(fd), node->id, false));
+  out.open_flags = 0;  // no FOPEN_KEEP_CACHE: other clients may change the file
+  body.Put(out);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  const int parent_fd = parent->fd.get();
+  bool created = false;
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenOrCreate(parent_fd, a.name, static_cast<int>(a.flags), a.mode,
+                                             (a.flags & O_EXCL) != 0, &created));
+  auto finish = [&]() -> absl::StatusOr<fuse_entry_out> {
+    if (created) RETURN_IF_ERROR(GiveToCaller(ctx, parent_fd, fd.get(), a.mode));
+    ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(fd.get()));
+    ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
+    ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(path_fd), st));
+    return ToEntryOut(nodeid, st, ctx.times);
+  };
+  absl::StatusOr<fuse_entry_out> entry = finish();
+  if (!entry.ok()) {
+    if (created) unlinkat(parent_fd, NameBuffer(a.name).c_str(), 0);
+    return entry.status();
+  }
+  fuse_open_out open{};
+  open.fh = ctx.client->handles.Add(std::make_shared<Handle>(std::move(fd), entry->nodeid, false));
+  body.Put(*entry);
+  body.Put(open);
+  return absl::OkStatus();
+}
+
+Outcome Executor::Run(const OpContext& ctx, const ReadArgs& a, ReplyBody&) const {
+  auto handle = FileHandle(ctx, a.fh);
+  if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
+  AsyncIo io;
+  io.kind = AsyncIo::Kind::kRead;
+  io.handle = *std::move(handle);
+  io.offset = a.offset;
+  io.length = a.size;
+  return Outcome{absl::OkStatus(), std::move(io)};
+}
+
+Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody&) const {
+  auto handle = FileHandle(ctx, a.fh);
+  if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
+  AsyncIo io;
+  io.kind = AsyncIo::Kind::kWrite;
+  io.handle = *std::move(handle);
+  io.offset = a.offset;
+  io.length = static_cast<uint32_t>(a.data.size());
+  io.write_data = a.data.data();
+  return Outcome{absl::OkStatus(), std::move(io)};
+}
+
+Outcome Executor::Run(const OpContext& ctx, const FsyncArgs& a, ReplyBody&) const {
+  auto handle = GetHandle(ctx, a.fh);
+  if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
+  if ((*handle)->is_dir != a.dir) {
+    return Outcome{ErrnoError(a.dir ? ENOTDIR : EISDIR, "fsync handle kind"), std::nullopt};
+  }
+  AsyncIo io;
+  io.kind = AsyncIo::Kind::kFsync;
+  io.handle = *std::move(handle);
+  io.datasync = a.datasync;
+  return Outcome{absl::OkStatus(), std::move(io)};
+}
+
+absl::Status Executor::CompleteIo(const AsyncIo& io, int result, ReplyBody& body) {
+  if (result < 0) return ErrnoError(-result, "file I/O");
+  switch (io.kind) {
+    case AsyncIo::Kind::kRead:
+      body.set_size(static_cast<size_t>(result));
+      break;
+    case AsyncIo::Kind::kWrite: {
+      fuse_write_out out{};
+      out.size = static_cast<uint32_t>(result);
+      body.Put(out);
+      break;
+    }
+    case AsyncIo::Kind::kFsync:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const ReleaseArgs& a, ReplyBody&) const {
+  return ctx.client->handles.Remove(a.fh);
+}
+
+// Nothing is buffered at the server, so FLUSH only checks the handle; close-time errors of
+// network filesystems below the export are not reported here.
+absl::Status Executor::Run(const OpContext& ctx, const FlushArgs& a, ReplyBody&) const {
+  return GetHandle(ctx, a.fh).status();
+}
+
+// Every request runs to completion quickly or is file I/O already queued in the kernel; there is
+// nothing to interrupt, and INTERRUPT has no reply.
+absl::Status Executor::Run(const OpContext&, const InterruptArgs&, ReplyBody&) const {
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const FallocateArgs& a, ReplyBody&) const {
+  ASSIGN_OR_RETURN(HandleRef handle, FileHandle(ctx, a.fh));
+  if (fallocate(handle->fd.get(), static_cast<int>(a.mode), static_cast<off_t>(a.offset),
+                static_cast<off_t>(a.length)) != 0) {
+    return ErrnoError(errno, "fallocate");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const LseekArgs& a, ReplyBody& body) const {
+  ASSIGN_OR_RETURN(HandleRef handle, FileHandle(ctx, a.fh));
+  off_t pos = lseek(handle->fd.get(), static_cast<off_t>(a.offset), static_cast<int>(a.whence));
+  if (pos < 0) return ErrnoError(errno, "lseek");
+  fuse_lseek_out out{};
+  out.offset = static_cast<uint64_t>(pos);
+  body.Put(out);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::Run(const OpContext& ctx, const CopyFileRangeArgs& a,
+                           ReplyBody& body) const {
+  ASSIGN_OR_RETURN(HandleRef in, FileHandle(ctx, a.fh_in));
+  ASSIGN_OR_RETURN(HandleRef out, FileHandle(ctx, a.fh_out));
+  if (a.flags != 0) return ErrnoError(EINVAL, "copy_file_range flags");
+  uint64_t len = std::min(a.len, kMaxCopyChunk);
+  loff_t off_in = static_cast<loff_t>(a.off_in);
+  loff_t off_out = static_cast<loff_t>(a.off_out);
+  ssize_t n = copy_file_range(in->fd.get(), &off_in, out->fd.get(), &off_out, len, 0);
+  if (n < 0) return ErrnoError(errno, "copy_file_range");
+  if (a.wide) {
+    fuse::CopyFileRangeOut reply{static_cast<uint64_t>(n)};
+    body.Put(reply);
+  } else {
+    fuse_write_out reply{};
+    reply.size = static_cast<uint32_t>(n);
+    body.Put(reply);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringfs::server

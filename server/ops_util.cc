@@ -1,0 +1,48 @@
+#include "server/ops_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "common/status.h"
+#include "server/export_fs.h"
+
+namespace ringfs::server {
+
+absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid) {
+  return ctx.client->nodes->Get(nodeid);
+}
+
+absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {
+  return ctx.client->handles.Get(fh);
+}
+
+absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,
+                        ReplyBody& body) {
+  ASSIGN_OR_RETURN(UniqueFd fd, LookupBeneath(parent_fd, name));
+  ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
+  ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(fd), st));
+  body.Put(ToEntryOut(nodeid, st, ctx.times));
+  return absl::OkStatus();
+}
+
+absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode) {
+  ASSIGN_OR_RETURN(struct stat parent, StatFd(parent_fd));
+  gid_t gid = (parent.st_mode & S_ISGID) ? static_cast<gid_t>(-1) : ctx.gid;
+  if (fchownat(fd, "", ctx.uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
+    return ErrnoError(errno, "chown new file");
+  }
+  if (requested_mode & (S_ISUID | S_ISGID)) {
+    ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
+    if (S_ISREG(st.st_mode) &&
+        (st.st_mode & (S_ISUID | S_ISGID)) != (requested_mode & (S_ISUID | S_ISGID))) {
+      std::string path = ProcFdPath(fd);
+      if (chmod(path.c_str(), requested_mode & 07777) != 0) return ErrnoError(errno, "chmod");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,26 @@
+// Helpers shared by the op executors (ops_*.cc): node/handle lookup with the right errno, entry
+// replies, and giving new files to the caller. Internal to the executor; any worker thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "server/executor.h"
+
+namespace ringfs::server {
+
+absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid);  // ENOENT if unknown
+absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // EBADF if unknown
+
+// Looks `name` up under `parent_fd`, adds one lookup to its node and writes fuse_entry_out.
+absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,
+                        ReplyBody& body);
+
+// Gives a file the server just created (as root) to the caller: chown to uid/gid (gid unchanged
+// when the parent directory is setgid, so the inherited group stays), then restores the
+// setuid/setgid bits of `requested_mode` that chown cleared. `fd` is any fd of the new file.
+absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode);
+
+}  // namespace ringfs::server

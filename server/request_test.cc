@@ -1,0 +1,220 @@
+// Table tests of DecodeRequest(): every malformed shape gives the expected errno, or "close the
+// connection" when the frame itself cannot be trusted.
+#include "server/request.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+#include "common/status.h"
+#include "common/wire.h"
+#include "server/test_client.h"
+
+namespace ringfs::server {
+namespace {
+
+using testing::Bytes;
+using testing::CName;
+using testing::Frame;
+
+constexpr int kClose = -1;
+
+struct Case {
+  const char* what;
+  std::string frame;
+  int expected;  // errno, or kClose
+};
+
+std::string ReadIn(uint32_t size) {
+  fuse_read_in in{};
+  in.fh = 1;
+  in.size = size;
+  return Bytes(in);
+}
+
+std::string WriteIn(uint32_t size) {
+  fuse_write_in in{};
+  in.fh = 1;
+  in.size = size;
+  return Bytes(in);
+}
+
+std::vector<Case> MalformedCases() {
+  std::vector<Case> cases;
+  cases.push_back({"short header", std::string(20, '\0'), kClose});
+  {
+    std::string f = Frame(FUSE_LOOKUP, 1, 1, CName("a"));
+    fuse_in_header h;
+    std::memcpy(&h, f.data(), sizeof(h));
+    h.len += 10;
+    std::memcpy(f.data(), &h, sizeof(h));
+    cases.push_back({"len larger than frame", f, kClose});
+  }
+  {
+    std::string f = Frame(FUSE_LOOKUP, 1, 1, CName("a")) + "xx";  // frame longer than len
+    cases.push_back({"len smaller than frame", f, kClose});
+  }
+  cases.push_back({"unique 0", Frame(FUSE_LOOKUP, 0, 1, CName("a")), kClose});
+  cases.push_back({"unknown opcode", Frame(999, 1, 1, ""), ENOSYS});
+  cases.push_back({"unknown opcode in table range", Frame(60, 1, 1, ""), ENOSYS});
+  cases.push_back({"not forwarded (GETLK)", Frame(FUSE_GETLK, 1, 1, std::string(64, '\0')), ENOSYS});
+  cases.push_back({"INIT never on the wire", Frame(FUSE_INIT, 1, 1, std::string(64, '\0')), ENOSYS});
+  cases.push_back({"DESTROY never on the wire", Frame(FUSE_DESTROY, 1, 1, ""), ENOSYS});
+  cases.push_back({"READ struct truncated", Frame(FUSE_READ, 1, 1, std::string(10, '\0')), EINVAL});
+  cases.push_back({"GETATTR struct truncated", Frame(FUSE_GETATTR, 1, 1, "x"), EINVAL});
+  cases.push_back({"name without NUL", Frame(FUSE_LOOKUP, 1, 1, "abc"), EINVAL});
+  cases.push_back({"name with slash", Frame(FUSE_LOOKUP, 1, 1, CName("a/b")), EINVAL});
+  cases.push_back({"name ..", Frame(FUSE_LOOKUP, 1, 1, CName("..")), EINVAL});
+  cases.push_back({"name .", Frame(FUSE_LOOKUP, 1, 1, CName(".")), EINVAL});
+  cases.push_back({"empty name", Frame(FUSE_LOOKUP, 1, 1, CName("")), EINVAL});
+  cases.push_back({"300-byte name", Frame(FUSE_LOOKUP, 1, 1, CName(std::string(300, 'n'))),
+                   ENAMETOOLONG});
+  cases.push_back({"MKDIR name missing", Frame(FUSE_MKDIR, 1, 1, Bytes(fuse_mkdir_in{})), EINVAL});
+  cases.push_back({"RENAME second name missing",
+                   Frame(FUSE_RENAME, 1, 1, Bytes(fuse_rename_in{1}) + CName("a")), EINVAL});
+  cases.push_back({"RENAME2 new name ..",
+                   Frame(FUSE_RENAME2, 1, 1, Bytes(fuse_rename2_in{}) + CName("a") + CName("..")),
+                   EINVAL});
+  cases.push_back({"SYMLINK target without NUL",
+                   Frame(FUSE_SYMLINK, 1, 1, CName("l") + "target"), EINVAL});
+  cases.push_back({"WRITE payload shorter than size",
+                   Frame(FUSE_WRITE, 1, 2, WriteIn(100) + std::string(50, 'x')), EINVAL});
+  cases.push_back({"WRITE payload longer than size",
+                   Frame(FUSE_WRITE, 1, 2, WriteIn(10) + std::string(50, 'x')), EINVAL});
+  cases.push_back({"WRITE size above kMaxIoBytes",
+                   Frame(FUSE_WRITE, 1, 2, WriteIn(wire::kMaxIoBytes + 1)), E2BIG});
+  cases.push_back({"oversized READ", Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes + 1)), E2BIG});
+  cases.push_back({"oversized READDIR", Frame(FUSE_READDIR, 1, 2, ReadIn(64u << 20)), E2BIG});
+  {
+    fuse_batch_forget_in in{};
+    in.count = 0xffffffffu;
+    fuse_forget_one one{5, 1};
+    cases.push_back({"BATCH_FORGET count overflow",
+                     Frame(FUSE_BATCH_FORGET, 1, 0, Bytes(in) + Bytes(one)), EINVAL});
+    in.count = 2;
+    cases.push_back({"BATCH_FORGET count > entries",
+                     Frame(FUSE_BATCH_FORGET, 1, 0, Bytes(in) + Bytes(one)), EINVAL});
+  }
+  {
+    fuse_setxattr_in in{};
+    in.size = 70000;
+    cases.push_back({"SETXATTR value too large",
+                     Frame(FUSE_SETXATTR, 1, 1, Bytes(in) + CName("user.x") + std::string(70000, 'v')),
+                     E2BIG});
+    in.size = 5;
+    cases.push_back({"SETXATTR value size mismatch",
+                     Frame(FUSE_SETXATTR, 1, 1, Bytes(in) + CName("user.x") + "abc"), EINVAL});
+    cases.push_back({"SETXATTR empty name",
+                     Frame(FUSE_SETXATTR, 1, 1, Bytes(in) + CName("") + "abcde"), EINVAL});
+  }
+  {
+    fuse_getxattr_in in{};
+    in.size = 1 << 20;
+    cases.push_back({"GETXATTR size too large",
+                     Frame(FUSE_GETXATTR, 1, 1, Bytes(in) + CName("user.x")), E2BIG});
+    in.size = 0;
+    cases.push_back({"GETXATTR name too long",
+                     Frame(FUSE_GETXATTR, 1, 1, Bytes(in) + CName(std::string(300, 'x'))), ERANGE});
+  }
+  return cases;
+}
+
+TEST(DecodeTest, MalformedFrames) {
+  for (const Case& c : MalformedCases()) {
+    SCOPED_TRACE(c.what);
+    absl::StatusOr<Request> request = DecodeRequest(c.frame);
+    ASSERT_FALSE(request.ok());
+    if (c.expected == kClose) {
+      EXPECT_TRUE(ShouldCloseConnection(request.status())) << request.status();
+    } else {
+      EXPECT_FALSE(ShouldCloseConnection(request.status())) << request.status();
+      EXPECT_EQ(ToErrno(request.status()), c.expected) << request.status();
+    }
+  }
+}
+
+TEST(DecodeTest, LookupNameAndHeader) {
+  std::string frame = Frame(FUSE_LOOKUP, 77, 5, CName("hello"), 1000, 100);
+  auto request = DecodeRequest(frame);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->opcode, FUSE_LOOKUP);
+  EXPECT_EQ(request->unique, 77u);
+  EXPECT_EQ(request->nodeid, 5u);
+  EXPECT_EQ(request->uid, 1000u);
+  EXPECT_EQ(request->gid, 100u);
+  EXPECT_TRUE(request->expects_reply);
+  EXPECT_EQ(request->reply_capacity, sizeof(fuse_entry_out));
+  EXPECT_EQ(std::get<LookupArgs>(request->args).name, "hello");
+}
+
+TEST(DecodeTest, LongestNameAccepted) {
+  std::string name(255, 'n');
+  std::string frame = Frame(FUSE_LOOKUP, 1, 1, CName(name));  // the request views into it
+  auto request = DecodeRequest(frame);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(std::get<LookupArgs>(request->args).name, name);
+}
+
+TEST(DecodeTest, RenameAndSymlinkNames) {
+  fuse_rename2_in in{};
+  in.newdir = 9;
+  in.flags = 1;
+  std::string rename_frame = Frame(FUSE_RENAME2, 1, 3, Bytes(in) + CName("old") + CName("new"));
+  auto rename = DecodeRequest(rename_frame);
+  ASSERT_TRUE(rename.ok()) << rename.status();
+  const auto& args = std::get<RenameArgs>(rename->args);
+  EXPECT_EQ(args.newdir, 9u);
+  EXPECT_EQ(args.flags, 1u);
+  EXPECT_EQ(args.oldname, "old");
+  EXPECT_EQ(args.newname, "new");
+  std::string symlink_frame = Frame(FUSE_SYMLINK, 1, 1, CName("l") + CName("../x/y"));
+  auto symlink = DecodeRequest(symlink_frame);
+  ASSERT_TRUE(symlink.ok()) << symlink.status();
+  EXPECT_EQ(std::get<SymlinkArgs>(symlink->args).target, "../x/y");
+}
+
+TEST(DecodeTest, WriteAndReadSizes) {
+  std::string data(1000, 'd');
+  std::string write_frame = Frame(FUSE_WRITE, 1, 2, WriteIn(1000) + data);
+  auto write = DecodeRequest(write_frame);
+  ASSERT_TRUE(write.ok()) << write.status();
+  const auto& w = std::get<WriteArgs>(write->args);
+  EXPECT_EQ(w.data.size(), 1000u);
+  EXPECT_EQ(std::string(w.data.data(), w.data.size()), data);
+  EXPECT_EQ(write->reply_capacity, sizeof(fuse_write_out));
+  auto read = DecodeRequest(Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes)));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->reply_capacity, wire::kMaxIoBytes);
+}
+
+TEST(DecodeTest, NoReplyOpcodes) {
+  fuse_batch_forget_in in{};
+  in.count = 2;
+  fuse_forget_one a{5, 1}, b{6, 2};
+  std::string frame = Frame(FUSE_BATCH_FORGET, 1, 0, Bytes(in) + Bytes(a) + Bytes(b));
+  auto request = DecodeRequest(frame);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_FALSE(request->expects_reply);
+  const auto& batch = std::get<BatchForgetArgs>(request->args);
+  ASSERT_EQ(batch.count, 2u);
+  EXPECT_EQ(batch.Entry(1).nodeid, 6u);
+  EXPECT_EQ(batch.Entry(1).nlookup, 2u);
+  EXPECT_TRUE(IsNoReplyOpcode(FUSE_FORGET));
+  EXPECT_TRUE(IsNoReplyOpcode(FUSE_INTERRUPT));
+  EXPECT_FALSE(IsNoReplyOpcode(FUSE_LOOKUP));
+}
+
+TEST(DecodeTest, XattrProbeCapacity) {
+  fuse_getxattr_in in{};
+  auto probe = DecodeRequest(Frame(FUSE_GETXATTR, 1, 1, Bytes(in) + CName("user.a")));
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(probe->reply_capacity, sizeof(fuse_getxattr_out));
+  in.size = 100;
+  auto sized = DecodeRequest(Frame(FUSE_LISTXATTR, 1, 1, Bytes(in)));
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  EXPECT_EQ(sized->reply_capacity, 100u);
+}
+
+}  // namespace
+}  // namespace ringfs::server

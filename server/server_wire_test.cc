@@ -1,0 +1,492 @@
+// End to end over a real socket: the in-process Server on 127.0.0.1:0 with a temp export, and a
+// raw client that sends hand-built FUSE frames.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "common/wire.h"
+#include "server/server.h"
+#include "server/test_client.h"
+
+namespace ringfs::server {
+namespace {
+
+using testing::Bytes;
+using testing::CName;
+using testing::DefaultHello;
+using testing::Frame;
+using testing::Reply;
+using testing::TestClient;
+
+class WireTest : public ::testing::Test {
+ protected:
+  void StartServer(const std::string& token = "", std::string listen = "127.0.0.1:0") {
+    ServerConfig config;
+    config.export_dir = export_.path();
+    config.listen = std::move(listen);
+    config.token = token;
+    config.workers = 2;
+    server_ = std::make_unique<Server>(config);
+    ASSERT_TRUE(server_->Start().ok());
+    address_ = server_->bound_address();
+  }
+  void SetUp() override { StartServer(); }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+
+  std::unique_ptr<TestClient> Connect(wire::ClientHello hello = DefaultHello()) {
+    wire::ServerHello reply;
+    auto client = TestClient::Connect(address_, hello, &reply);
+    EXPECT_TRUE(client.ok()) << client.status();
+    EXPECT_EQ(reply.result(), wire::ServerHello::OK) << reply.message();
+    return client.ok() ? *std::move(client) : nullptr;
+  }
+
+  wire::ServerHello::Result HandshakeResult(const wire::ClientHello& hello) {
+    wire::ServerHello reply;
+    auto client = TestClient::Connect(address_, hello, &reply);
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return wire::ServerHello::RESULT_UNSPECIFIED;
+    if (reply.result() != wire::ServerHello::OK) {
+      EXPECT_TRUE((*client)->WaitClosed());
+    }
+    return reply.result();
+  }
+
+  Reply Call(TestClient& client, const std::string& frame) {
+    auto reply = client.Call(frame);
+    EXPECT_TRUE(reply.ok()) << reply.status();
+    return reply.ok() ? *reply : Reply{};
+  }
+
+  testing::TempDir export_;
+  std::unique_ptr<Server> server_;
+  std::string address_;
+  uint64_t unique_ = 100;
+};
+
+std::string ReadIn(uint64_t fh, uint64_t offset, uint32_t size) {
+  fuse_read_in in{};
+  in.fh = fh;
+  in.offset = offset;
+  in.size = size;
+  return Bytes(in);
+}
+
+std::string WriteIn(uint64_t fh, uint64_t offset, const std::string& data) {
+  fuse_write_in in{};
+  in.fh = fh;
+  in.offset = offset;
+  in.size = static_cast<uint32_t>(data.size());
+  return Bytes(in) + data;
+}
+
+struct PlusEntry {
+  std::string name;
+  fuse_entry_out entry;
+  uint64_t off;
+};
+
+std::vector<PlusEntry> ParsePlus(const std::string& body) {
+  std::vector<PlusEntry> out;
+  size_t pos = 0;
+  while (pos + FUSE_NAME_OFFSET_DIRENTPLUS <= body.size()) {
+    fuse_direntplus d;
+    std::memcpy(&d, body.data() + pos, FUSE_NAME_OFFSET_DIRENTPLUS);
+    std::string name(body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, d.dirent.namelen);
+    out.push_back({name, d.entry_out, d.dirent.off});
+    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + d.dirent.namelen);
+  }
+  EXPECT_EQ(pos, body.size());
+  return out;
+}
+
+TEST_F(WireTest, HandshakeLimits) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_max_inflight(100000);
+  hello.set_max_frame_bytes(10u << 20);
+  wire::ServerHello reply;
+  auto client = TestClient::Connect(address_, hello, &reply);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(reply.result(), wire::ServerHello::OK);
+  EXPECT_EQ(reply.wire_version(), wire::kWireVersion);
+  EXPECT_EQ(reply.max_inflight(), wire::kDefaultMaxInflight);
+  EXPECT_EQ(reply.max_frame_bytes(), wire::kMaxFrameBytes);
+  EXPECT_NE(reply.session_id(), 0u);
+}
+
+TEST_F(WireTest, HandshakeRefusals) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_wire_version(99);
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::VERSION_MISMATCH);
+  hello = DefaultHello();
+  hello.set_export_name("/other");
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::NO_SUCH_EXPORT);
+  hello = DefaultHello();
+  hello.set_max_inflight(0);
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::BAD_REQUEST);
+  hello = DefaultHello();
+  hello.set_export_name("");
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::OK);
+}
+
+TEST_F(WireTest, TokenChecked) {
+  server_->Stop();
+  StartServer("s3cret");
+  wire::ClientHello hello = DefaultHello();
+  hello.set_token("wrong");
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::AUTH_FAILED);
+  hello.set_token("");
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::AUTH_FAILED);
+  hello.set_token("s3cret");
+  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::OK);
+}
+
+TEST_F(WireTest, BadMagicClosed) {
+  auto client = TestClient::ConnectRaw(address_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE((*client)->Send("GET / HTTP/1.1\r\n\r\n").ok());
+  EXPECT_TRUE((*client)->WaitClosed());
+}
+
+TEST_F(WireTest, CoreRoundTrips) {
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Reply r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("f")));
+  EXPECT_EQ(r.header.error, -ENOENT);
+  EXPECT_EQ(r.header.len, sizeof(fuse_out_header));
+
+  fuse_create_in create{};
+  create.flags = O_RDWR | O_CREAT;
+  create.mode = S_IFREG | 0640;
+  r = Call(*client, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("f"), 1234, 5678));
+  ASSERT_EQ(r.header.error, 0);
+  ASSERT_EQ(r.body.size(), sizeof(fuse_entry_out) + sizeof(fuse_open_out));
+  auto entry = r.As<fuse_entry_out>();
+  fuse_open_out open;
+  std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+  EXPECT_GE(entry.nodeid, 2u);
+  EXPECT_EQ(entry.attr.mode, static_cast<uint32_t>(S_IFREG | 0640));
+  EXPECT_EQ(entry.attr.uid, 1234u);
+  EXPECT_EQ(entry.attr.gid, 5678u);
+  EXPECT_EQ(entry.entry_valid, 1u);  // the client asked for no timeout: 1 s default
+  struct stat st {};
+  ASSERT_EQ(stat(export_.Join("f").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 1234u);
+  EXPECT_EQ(st.st_gid, 5678u);
+
+  const std::string data = "hello, ringfs";
+  r = Call(*client, Frame(FUSE_WRITE, ++unique_, entry.nodeid, WriteIn(open.fh, 0, data)));
+  ASSERT_EQ(r.header.error, 0);
+  ASSERT_EQ(r.body.size(), sizeof(fuse_write_out));
+  EXPECT_EQ(r.As<fuse_write_out>().size, data.size());
+
+  r = Call(*client, Frame(FUSE_READ, ++unique_, entry.nodeid, ReadIn(open.fh, 7, 100)));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body, "ringfs");
+
+  fuse_getattr_in getattr{};
+  r = Call(*client, Frame(FUSE_GETATTR, ++unique_, entry.nodeid, Bytes(getattr)));
+  ASSERT_EQ(r.header.error, 0);
+  ASSERT_EQ(r.body.size(), sizeof(fuse_attr_out));
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.size, data.size());
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.ino, st.st_ino);
+
+  fuse_fsync_in fsync_in{};
+  fsync_in.fh = open.fh;
+  fsync_in.fsync_flags = 1;
+  r = Call(*client, Frame(FUSE_FSYNC, ++unique_, entry.nodeid, Bytes(fsync_in)));
+  EXPECT_EQ(r.header.error, 0);
+
+  fuse_release_in release{};
+  release.fh = open.fh;
+  r = Call(*client, Frame(FUSE_RELEASE, ++unique_, entry.nodeid, Bytes(release)));
+  EXPECT_EQ(r.header.error, 0);
+  r = Call(*client, Frame(FUSE_READ, ++unique_, entry.nodeid, ReadIn(open.fh, 0, 10)));
+  EXPECT_EQ(r.header.error, -EBADF);
+
+  fuse_mkdir_in mkdir_in{S_IFDIR | 0750, 0};
+  r = Call(*client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("d"), 1234, 5678));
+  ASSERT_EQ(r.header.error, 0);
+  auto dir_entry = r.As<fuse_entry_out>();
+  EXPECT_TRUE(S_ISDIR(dir_entry.attr.mode));
+  EXPECT_EQ(dir_entry.attr.uid, 1234u);
+
+  fuse_open_in opendir{};
+  opendir.flags = O_RDONLY;
+  r = Call(*client, Frame(FUSE_OPENDIR, ++unique_, 1, Bytes(opendir)));
+  ASSERT_EQ(r.header.error, 0);
+  uint64_t dir_fh = r.As<fuse_open_out>().fh;
+  r = Call(*client, Frame(FUSE_READDIRPLUS, ++unique_, 1, ReadIn(dir_fh, 0, 4096)));
+  ASSERT_EQ(r.header.error, 0);
+  std::map<std::string, PlusEntry> seen;
+  for (const PlusEntry& e : ParsePlus(r.body)) seen[e.name] = e;
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen["."].entry.nodeid, 0u);
+  EXPECT_EQ(seen[".."].entry.nodeid, 0u);
+  EXPECT_EQ(seen["f"].entry.nodeid, entry.nodeid);  // same inode, same node
+  EXPECT_EQ(seen["f"].entry.attr.size, data.size());
+  EXPECT_EQ(seen["d"].entry.nodeid, dir_entry.nodeid);
+  fuse_release_in releasedir{};
+  releasedir.fh = dir_fh;
+  EXPECT_EQ(Call(*client, Frame(FUSE_RELEASEDIR, ++unique_, 1, Bytes(releasedir))).header.error, 0);
+
+  r = Call(*client, Frame(FUSE_UNLINK, ++unique_, 1, CName("f")));
+  EXPECT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.header.len, sizeof(fuse_out_header));
+  EXPECT_EQ(Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("f"))).header.error, -ENOENT);
+  EXPECT_EQ(Call(*client, Frame(FUSE_RMDIR, ++unique_, 1, CName("d"))).header.error, 0);
+}
+
+TEST_F(WireTest, PipelinedRequests) {
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  std::ofstream(export_.Join("p")) << "pipelined";
+  std::string batch;
+  std::set<uint64_t> expected;
+  for (int i = 0; i < 40; ++i) {
+    uint64_t unique = ++unique_;
+    expected.insert(unique);
+    if (i % 2 == 0) {
+      batch += Frame(FUSE_GETATTR, unique, 1, Bytes(fuse_getattr_in{}));
+    } else {
+      batch += Frame(FUSE_LOOKUP, unique, 1, CName("p"));
+    }
+  }
+  ASSERT_TRUE(client->Send(batch).ok());
+  for (int i = 0; i < 40; ++i) {
+    auto reply = client->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.error, 0);
+    EXPECT_EQ(expected.erase(reply->header.unique), 1u);
+  }
+  EXPECT_TRUE(expected.empty());
+}
+
+TEST_F(WireTest, InflightLimitPausesButServesEverything) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_max_inflight(2);
+  auto client = Connect(hello);
+  ASSERT_NE(client, nullptr);
+  std::string batch;
+  for (int i = 0; i < 50; ++i) batch += Frame(FUSE_GETATTR, ++unique_, 1, Bytes(fuse_getattr_in{}));
+  ASSERT_TRUE(client->Send(batch).ok());
+  for (int i = 0; i < 50; ++i) {
+    auto reply = client->Receive();
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->header.error, 0);
+  }
+}
+
+TEST_F(WireTest, OversizedFrameClosesOnlyThatConnection) {
+  auto bad = Connect();
+  auto good = Connect();
+  ASSERT_NE(bad, nullptr);
+  ASSERT_NE(good, nullptr);
+  fuse_in_header header{};
+  header.len = wire::kMaxFrameBytes + 1;
+  header.opcode = FUSE_WRITE;
+  header.unique = ++unique_;
+  ASSERT_TRUE(bad->Send(Bytes(header)).ok());
+  EXPECT_TRUE(bad->WaitClosed());
+  Reply r = Call(*good, Frame(FUSE_GETATTR, ++unique_, 1, Bytes(fuse_getattr_in{})));
+  EXPECT_EQ(r.header.error, 0);
+  // A length below the header size is just as untrustworthy.
+  auto tiny = Connect();
+  header.len = 8;
+  ASSERT_TRUE(tiny->Send(Bytes(header)).ok());
+  EXPECT_TRUE(tiny->WaitClosed());
+}
+
+TEST_F(WireTest, MalformedRequestsGetErrorsAndConnectionLives) {
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("a/b"))).header.error, -EINVAL);
+  EXPECT_EQ(Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName(".."))).header.error, -EINVAL);
+  EXPECT_EQ(Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, "noterm")).header.error, -EINVAL);
+  EXPECT_EQ(Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName(std::string(300, 'x'))))
+                .header.error,
+            -ENAMETOOLONG);
+  EXPECT_EQ(Call(*client, Frame(FUSE_GETLK, ++unique_, 1, std::string(64, '\0'))).header.error,
+            -ENOSYS);
+  EXPECT_EQ(Call(*client, Frame(77, ++unique_, 1, "")).header.error, -ENOSYS);
+  EXPECT_EQ(Call(*client, Frame(FUSE_GETATTR, ++unique_, 999, Bytes(fuse_getattr_in{})))
+                .header.error,
+            -ENOENT);
+  EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(4242, 0, 10))).header.error,
+            -EBADF);
+  EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(1, 0, 8u << 20))).header.error,
+            -E2BIG);
+  // FORGET and INTERRUPT have no reply: the next reply belongs to the GETATTR.
+  ASSERT_TRUE(client->Send(Frame(FUSE_FORGET, ++unique_, 1, Bytes(fuse_forget_in{1}))).ok());
+  ASSERT_TRUE(client->Send(Frame(FUSE_INTERRUPT, ++unique_, 0, Bytes(fuse_interrupt_in{5}))).ok());
+  EXPECT_EQ(Call(*client, Frame(FUSE_GETATTR, ++unique_, 1, Bytes(fuse_getattr_in{}))).header.error,
+            0);
+}
+
+TEST_F(WireTest, LargeWriteAndRead) {
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  fuse_create_in create{};
+  create.flags = O_RDWR | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  Reply r = Call(*client, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("big")));
+  ASSERT_EQ(r.header.error, 0);
+  auto entry = r.As<fuse_entry_out>();
+  fuse_open_out open;
+  std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+  std::string data(wire::kMaxIoBytes, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7 + i / 4096);
+  // Two maximal WRITEs pipelined, then small ones, then read it all back.
+  std::string batch = Frame(FUSE_WRITE, ++unique_, entry.nodeid, WriteIn(open.fh, 0, data));
+  batch += Frame(FUSE_WRITE, ++unique_, entry.nodeid, WriteIn(open.fh, data.size(), data));
+  batch += Frame(FUSE_WRITE, ++unique_, entry.nodeid, WriteIn(open.fh, 2 * data.size(), "tail"));
+  ASSERT_TRUE(client->Send(batch).ok());
+  for (int i = 0; i < 3; ++i) {
+    auto reply = client->Receive();
+    ASSERT_TRUE(reply.ok());
+    EXPECT_EQ(reply->header.error, 0);
+  }
+  r = Call(*client, Frame(FUSE_READ, ++unique_, entry.nodeid,
+                          ReadIn(open.fh, data.size(), wire::kMaxIoBytes)));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_TRUE(r.body == data);
+  r = Call(*client, Frame(FUSE_READ, ++unique_, entry.nodeid,
+                          ReadIn(open.fh, 2 * data.size(), 100)));
+  EXPECT_EQ(r.body, "tail");
+  struct stat st {};
+  ASSERT_EQ(stat(export_.Join("big").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<size_t>(st.st_size), 2 * data.size() + 4);
+}
+
+TEST_F(WireTest, ConnectionsOfOneClientShareNodes) {
+  std::ofstream(export_.Join("shared")) << "x";
+  auto first = Connect(DefaultHello("mount-a"));
+  auto second = Connect(DefaultHello("mount-a"));
+  auto other = Connect(DefaultHello("mount-b"));
+  Reply r = Call(*first, Frame(FUSE_LOOKUP, ++unique_, 1, CName("shared")));
+  ASSERT_EQ(r.header.error, 0);
+  uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in open_in{};
+  open_in.flags = O_RDONLY;
+  r = Call(*second, Frame(FUSE_OPEN, ++unique_, node, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  uint64_t fh = r.As<fuse_open_out>().fh;
+  EXPECT_EQ(Call(*first, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, 0, 10))).body, "x");
+  EXPECT_EQ(Call(*other, Frame(FUSE_GETATTR, ++unique_, node, Bytes(fuse_getattr_in{})))
+                .header.error,
+            -ENOENT);
+  // The state survives a reconnect of the same client.
+  first.reset();
+  second.reset();
+  auto again = Connect(DefaultHello("mount-a"));
+  EXPECT_EQ(Call(*again, Frame(FUSE_GETATTR, ++unique_, node, Bytes(fuse_getattr_in{})))
+                .header.error,
+            0);
+}
+
+// Several connections of one client on both workers, each creating, writing, reading back and
+// removing its own files with requests pipelined, while sharing one node and handle table.
+TEST_F(WireTest, ConcurrentConnectionsOfOneClient) {
+  constexpr int kThreads = 6;
+  constexpr int kFiles = 20;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      wire::ServerHello hello_reply;
+      auto client = TestClient::Connect(address_, DefaultHello("stress"), &hello_reply);
+      if (!client.ok()) {
+        ++failures;
+        return;
+      }
+      uint64_t unique = 1000;
+      auto call = [&](const std::string& frame) -> Reply {
+        auto reply = (*client)->Call(frame);
+        if (!reply.ok()) {
+          ++failures;
+          return Reply{};
+        }
+        return *reply;
+      };
+      for (int i = 0; i < kFiles; ++i) {
+        std::string name = "t" + std::to_string(t) + "_" + std::to_string(i);
+        fuse_create_in create{};
+        create.flags = O_RDWR | O_CREAT;
+        create.mode = S_IFREG | 0644;
+        Reply r = call(Frame(FUSE_CREATE, ++unique, 1, Bytes(create) + CName(name)));
+        if (r.header.error != 0) {
+          ++failures;
+          continue;
+        }
+        auto entry = r.As<fuse_entry_out>();
+        fuse_open_out open;
+        std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+        std::string data(4096 * (1 + i % 5), static_cast<char>('a' + t));
+        std::string batch;
+        for (int k = 0; k < 4; ++k) {
+          batch += Frame(FUSE_WRITE, ++unique, entry.nodeid,
+                         WriteIn(open.fh, k * data.size(), data));
+        }
+        if (!(*client)->Send(batch).ok()) ++failures;
+        for (int k = 0; k < 4; ++k) {
+          auto reply = (*client)->Receive();
+          if (!reply.ok() || reply->header.error != 0) ++failures;
+        }
+        r = call(Frame(FUSE_READ, ++unique, entry.nodeid, ReadIn(open.fh, data.size(),
+                                                               static_cast<uint32_t>(data.size()))));
+        if (r.body != data) ++failures;
+        fuse_release_in release{};
+        release.fh = open.fh;
+        call(Frame(FUSE_RELEASE, ++unique, entry.nodeid, Bytes(release)));
+        if (!(*client)->Send(Frame(FUSE_FORGET, ++unique, entry.nodeid, Bytes(fuse_forget_in{1})))
+                 .ok()) {
+          ++failures;
+        }
+        if (call(Frame(FUSE_UNLINK, ++unique, 1, CName(name))).header.error != 0) ++failures;
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto state = server_->registry()->GetOrCreate("stress");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ((*state)->handles.size(), 0u);
+  EXPECT_EQ((*state)->nodes->size(), 1u);  // every node forgotten, only the root is left
+}
+
+TEST_F(WireTest, StopClosesIdleConnectionsAndPendingHandshakes) {
+  auto idle = Connect();
+  ASSERT_NE(idle, nullptr);
+  auto silent = TestClient::ConnectRaw(address_);  // never sends its handshake
+  ASSERT_TRUE(silent.ok());
+  auto start = std::chrono::steady_clock::now();
+  server_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  EXPECT_TRUE(idle->WaitClosed());
+  EXPECT_TRUE((*silent)->WaitClosed());
+}
+
+TEST_F(WireTest, UnixSocket) {
+  server_->Stop();
+  StartServer("", "unix:" + export_.path() + ".sock");
+  EXPECT_EQ(address_, "unix:" + export_.path() + ".sock");
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  EXPECT_EQ(Call(*client, Frame(FUSE_GETATTR, ++unique_, 1, Bytes(fuse_getattr_in{}))).header.error,
+            0);
+  client.reset();
+  server_->Stop();
+  struct stat st {};
+  EXPECT_NE(stat((export_.path() + ".sock").c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace ringfs::server

@@ -1,0 +1,533 @@
+#include "server/worker.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/fuse_ops.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "proto/fuse_abi.h"
+#include "server/request.h"
+
+namespace ringfs::server {
+namespace {
+
+enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo };
+
+// Replies gathered into one SENDMSG.
+constexpr size_t kMaxSendIov = 32;
+constexpr size_t kOutHeader = sizeof(fuse_out_header);
+
+}  // namespace
+
+// The user_data of every SQE: what completed, and whose it is.
+struct Worker::Tag {
+  TagKind kind;
+  void* owner;
+};
+
+struct Worker::Connection {
+  explicit Connection(ConnectionSetup s, size_t staging_bytes)
+      : setup(std::move(s)),
+        staging(std::make_unique_for_overwrite<char[]>(staging_bytes)),
+        staging_cap(staging_bytes) {
+    recv_tag = Tag{TagKind::kRecv, this};
+    send_tag = Tag{TagKind::kSend, this};
+  }
+
+  ConnectionSetup setup;
+  Tag recv_tag{};
+  Tag send_tag{};
+  // Received bytes not yet consumed are staging[begin, end). A RECV, when posted, writes only
+  // after `end`, and frames are parsed only while no RECV is posted.
+  std::unique_ptr<char[]> staging;
+  size_t staging_cap;
+  size_t begin = 0;
+  size_t end = 0;
+  // A frame received directly into its own buffer (large frames and WRITEs).
+  Buffer* big = nullptr;
+  size_t big_len = 0;
+  size_t big_filled = 0;
+
+  bool recv_posted = false;
+  bool send_posted = false;
+  bool closing = false;
+  // Requests whose reply has not been fully sent yet; RECV pauses at max_inflight.
+  uint32_t inflight = 0;
+  uint32_t pending_io = 0;  // file I/O SQEs on the ring for this connection
+
+  // Replies waiting to be sent, oldest first; out_offset bytes of the head are already sent.
+  Buffer* out_head = nullptr;
+  Buffer* out_tail = nullptr;
+  size_t out_offset = 0;
+  iovec iov[kMaxSendIov]{};
+  msghdr msg{};
+};
+
+struct Worker::IoRequest {
+  Tag tag{TagKind::kFileIo, this};
+  Connection* conn = nullptr;
+  uint64_t unique = 0;
+  AsyncIo io;
+  Buffer* reply = nullptr;
+  Buffer* frame = nullptr;  // keeps WRITE data alive
+  IoRequest* next_free = nullptr;
+};
+
+Worker::Worker(Options options) : options_(options) {}
+
+Worker::~Worker() { Stop(); }
+
+absl::Status Worker::Start() {
+  mailbox_event_.Reset(eventfd(0, EFD_CLOEXEC));
+  if (!mailbox_event_.valid()) return ErrnoError(errno, "eventfd");
+  io_uring_params params{};
+  params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_COOP_TASKRUN;
+  params.cq_entries = options_.ring_entries * 8;
+  int rc = io_uring_queue_init_params(options_.ring_entries, &ring_, &params);
+  if (rc == -EINVAL) {
+    params = io_uring_params{};
+    params.flags = IORING_SETUP_CQSIZE;
+    params.cq_entries = options_.ring_entries * 8;
+    rc = io_uring_queue_init_params(options_.ring_entries, &ring_, &params);
+  }
+  if (rc < 0) return ErrnoError(-rc, "io_uring_queue_init");
+  ring_ready_ = true;
+  mailbox_tag_ = std::make_unique<Tag>(Tag{TagKind::kMailbox, this});
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void Worker::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (started_) {
+    {
+      absl::MutexLock lock(&mailbox_mu_);
+      stop_requested_ = true;
+    }
+    uint64_t one = 1;
+    if (write(mailbox_event_.get(), &one, sizeof(one)) < 0) {
+      RINGFS_LOG_ERROR("worker %u: cannot wake for stop: %s", options_.index, std::strerror(errno));
+    }
+    thread_.join();
+  }
+  if (ring_ready_) io_uring_queue_exit(&ring_);
+  ring_ready_ = false;
+  absl::MutexLock lock(&mailbox_mu_);
+  mailbox_.clear();  // connections handed over after the stop are closed here
+}
+
+void Worker::Adopt(ConnectionSetup setup) {
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    if (stop_requested_) return;  // `setup` closes its socket
+    mailbox_.push_back(std::move(setup));
+  }
+  uint64_t one = 1;
+  if (write(mailbox_event_.get(), &one, sizeof(one)) < 0) {
+    RINGFS_LOG_ERROR("worker %u: mailbox eventfd write: %s", options_.index, std::strerror(errno));
+  }
+}
+
+io_uring_sqe* Worker::GetSqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  return sqe;
+}
+
+void Worker::Run() {
+  PostMailboxRead();
+  constexpr unsigned kBatch = 64;
+  while (!(stopping_ && connections_.empty())) {
+    int rc = io_uring_submit_and_wait(&ring_, 1);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      RINGFS_LOG_ERROR("worker %u: io_uring_submit_and_wait: %s", options_.index,
+                       std::strerror(-rc));
+      break;
+    }
+    io_uring_cqe* cqes[kBatch];
+    unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, kBatch);
+    struct Done {
+      Tag* tag;
+      int res;
+    } done[kBatch];
+    for (unsigned i = 0; i < n; ++i) {
+      done[i] = Done{static_cast<Tag*>(io_uring_cqe_get_data(cqes[i])), cqes[i]->res};
+    }
+    io_uring_cq_advance(&ring_, n);
+    for (unsigned i = 0; i < n; ++i) {
+      Tag* tag = done[i].tag;
+      if (tag == nullptr) continue;
+      switch (tag->kind) {
+        case TagKind::kMailbox:
+          OnMailbox(done[i].res);
+          break;
+        case TagKind::kRecv: {
+          auto* c = static_cast<Connection*>(tag->owner);
+          OnRecv(c, done[i].res);
+          MaybeDestroy(c);
+          break;
+        }
+        case TagKind::kSend: {
+          auto* c = static_cast<Connection*>(tag->owner);
+          OnSend(c, done[i].res);
+          MaybeDestroy(c);
+          break;
+        }
+        case TagKind::kFileIo: {
+          auto* r = static_cast<IoRequest*>(tag->owner);
+          Connection* c = r->conn;
+          OnIo(r, done[i].res);
+          MaybeDestroy(c);
+          break;
+        }
+      }
+    }
+  }
+  RINGFS_LOG_DEBUG("worker %u: stopped", options_.index);
+}
+
+void Worker::PostMailboxRead() {
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_read(sqe, mailbox_event_.get(), &mailbox_value_, sizeof(mailbox_value_), 0);
+  io_uring_sqe_set_data(sqe, mailbox_tag_.get());
+}
+
+void Worker::OnMailbox(int result) {
+  if (result < 0 && result != -EINTR && result != -EAGAIN) {
+    RINGFS_LOG_ERROR("worker %u: mailbox read: %s", options_.index, std::strerror(-result));
+  }
+  std::vector<ConnectionSetup> adopted;
+  bool stop = false;
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    adopted.swap(mailbox_);
+    stop = stop_requested_;
+  }
+  if (!stop) {
+    for (ConnectionSetup& setup : adopted) AddConnection(std::move(setup));
+    PostMailboxRead();
+    return;
+  }
+  stopping_ = true;
+  std::vector<Connection*> all;
+  for (auto& [c, owned] : connections_) all.push_back(c);
+  for (Connection* c : all) {
+    Close(c, "server stopping");
+    MaybeDestroy(c);
+  }
+}
+
+void Worker::AddConnection(ConnectionSetup setup) {
+  auto owned = std::make_unique<Connection>(std::move(setup), options_.staging_bytes);
+  Connection* c = owned.get();
+  connections_[c] = std::move(owned);
+  connection_count_.fetch_add(1, std::memory_order_relaxed);
+  c->msg.msg_iov = c->iov;
+  RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s", options_.index,
+                  c->setup.session_id, c->setup.client->client_id, c->setup.peer);
+  MaybePostRecv(c);
+}
+
+void Worker::MaybePostRecv(Connection* c) {
+  if (c->closing || c->recv_posted || c->inflight >= c->setup.max_inflight) return;
+  io_uring_sqe* sqe = GetSqe();
+  if (c->big != nullptr) {
+    io_uring_prep_recv(sqe, c->setup.fd.get(), c->big->data.get() + c->big_filled,
+                       c->big_len - c->big_filled, 0);
+  } else {
+    if (c->begin > 0) {
+      std::memmove(c->staging.get(), c->staging.get() + c->begin, c->end - c->begin);
+      c->end -= c->begin;
+      c->begin = 0;
+    }
+    io_uring_prep_recv(sqe, c->setup.fd.get(), c->staging.get() + c->end,
+                       c->staging_cap - c->end, 0);
+  }
+  io_uring_sqe_set_data(sqe, &c->recv_tag);
+  c->recv_posted = true;
+}
+
+void Worker::OnRecv(Connection* c, int result) {
+  c->recv_posted = false;
+  if (c->closing) return;
+  if (result == -EINTR || result == -EAGAIN) {
+    MaybePostRecv(c);
+    return;
+  }
+  if (result <= 0) {
+    Close(c, result == 0 ? "peer closed the connection" : std::strerror(-result));
+    return;
+  }
+  if (c->big != nullptr) {
+    c->big_filled += static_cast<size_t>(result);
+    if (c->big_filled < c->big_len) {
+      MaybePostRecv(c);
+      return;
+    }
+    Buffer* frame = std::exchange(c->big, nullptr);
+    HandleFrame(c, std::span<const char>(frame->data.get(), c->big_len), frame);
+  } else {
+    c->end += static_cast<size_t>(result);
+  }
+  ProcessInput(c);
+}
+
+void Worker::ProcessInput(Connection* c) {
+  while (!c->closing && c->inflight < c->setup.max_inflight) {
+    size_t avail = c->end - c->begin;
+    if (avail < sizeof(uint32_t)) break;
+    const char* p = c->staging.get() + c->begin;
+    uint32_t len;
+    std::memcpy(&len, p, sizeof(len));
+    if (len < sizeof(fuse_in_header) || len > c->setup.max_frame_bytes) {
+      RINGFS_LOG_WARN("session %u: frame length %u outside [%u, %u]; closing", c->setup.session_id,
+                      len, sizeof(fuse_in_header), c->setup.max_frame_bytes);
+      Close(c, "bad frame length");
+      return;
+    }
+    if (avail >= len) {
+      HandleFrame(c, std::span<const char>(p, len), nullptr);
+      c->begin += len;
+      continue;
+    }
+    uint32_t opcode = 0;
+    if (avail >= 8) std::memcpy(&opcode, p + 4, sizeof(opcode));
+    if (len > c->staging_cap || opcode == FUSE_WRITE) {
+      // Receive the rest of this frame straight into its own buffer: no staging copy for big
+      // frames, and a WRITE's data then stays put while the file write is in flight.
+      Buffer* frame = pool_.Get(len);
+      std::memcpy(frame->data.get(), p, avail);
+      c->big = frame;
+      c->big_len = len;
+      c->big_filled = avail;
+      c->begin = c->end = 0;
+    }
+    break;
+  }
+  if (c->begin == c->end) c->begin = c->end = 0;
+  MaybePostRecv(c);
+}
+
+void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned) {
+  FrameHeader header = PeekHeader(frame);
+  absl::StatusOr<Request> request = DecodeRequest(frame);
+  if (!request.ok()) {
+    if (ShouldCloseConnection(request.status())) {
+      RINGFS_LOG_WARN("session %u: %s; closing", c->setup.session_id, request.status().message());
+      pool_.Put(owned);
+      Close(c, "untrusted frame");
+      return;
+    }
+    RINGFS_LOG_DEBUG("session %u: %s unique %u refused: %s", c->setup.session_id,
+                     fuse::OpName(header.opcode), header.unique, request.status().message());
+    pool_.Put(owned);
+    if (!IsNoReplyOpcode(header.opcode)) {
+      ++c->inflight;
+      FinishReply(c, pool_.Get(kOutHeader), header.unique, request.status(), 0);
+    }
+    return;
+  }
+  OpContext ctx;
+  ctx.client = c->setup.client.get();
+  ctx.nodeid = request->nodeid;
+  ctx.uid = request->uid;
+  ctx.gid = request->gid;
+  ctx.pid = request->pid;
+  ctx.times = c->setup.times;
+  if (!request->expects_reply) {
+    ReplyBody none(nullptr, 0);
+    executor_.Execute(ctx, *request, none);
+    pool_.Put(owned);
+    return;
+  }
+  ++c->inflight;
+  Buffer* reply = pool_.Get(kOutHeader + request->reply_capacity);
+  ReplyBody body(reply->data.get() + kOutHeader, request->reply_capacity);
+  Outcome outcome = executor_.Execute(ctx, *request, body);
+  if (outcome.status.ok() && outcome.io.has_value()) {
+    StartIo(c, request->unique, *std::move(outcome.io), reply, frame, owned);
+    return;
+  }
+  pool_.Put(owned);
+  if (!outcome.status.ok()) {
+    RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
+                     fuse::OpName(request->opcode), request->unique, outcome.status.message());
+  }
+  FinishReply(c, reply, request->unique, outcome.status, body.size());
+}
+
+void Worker::StartIo(Connection* c, uint64_t unique, AsyncIo io, Buffer* reply,
+                     std::span<const char> frame, Buffer* owned) {
+  IoRequest* r = AllocIoRequest();
+  r->conn = c;
+  r->unique = unique;
+  r->reply = reply;
+  r->frame = owned;
+  r->io = std::move(io);
+  if (r->io.kind == AsyncIo::Kind::kWrite && owned == nullptr) {
+    // The frame sits in the staging buffer, which the next RECV reuses: keep a copy.
+    Buffer* copy = pool_.Get(frame.size());
+    std::memcpy(copy->data.get(), frame.data(), frame.size());
+    r->io.write_data = copy->data.get() + (r->io.write_data - frame.data());
+    r->frame = copy;
+  }
+  io_uring_sqe* sqe = GetSqe();
+  const int fd = r->io.handle->fd.get();
+  switch (r->io.kind) {
+    case AsyncIo::Kind::kRead:
+      io_uring_prep_read(sqe, fd, reply->data.get() + kOutHeader, r->io.length, r->io.offset);
+      break;
+    case AsyncIo::Kind::kWrite:
+      io_uring_prep_write(sqe, fd, r->io.write_data, r->io.length, r->io.offset);
+      break;
+    case AsyncIo::Kind::kFsync:
+      io_uring_prep_fsync(sqe, fd, r->io.datasync ? IORING_FSYNC_DATASYNC : 0);
+      break;
+  }
+  io_uring_sqe_set_data(sqe, &r->tag);
+  ++c->pending_io;
+}
+
+void Worker::OnIo(IoRequest* r, int result) {
+  Connection* c = r->conn;
+  --c->pending_io;
+  pool_.Put(std::exchange(r->frame, nullptr));
+  Buffer* reply = std::exchange(r->reply, nullptr);
+  if (c->closing) {
+    pool_.Put(reply);
+  } else {
+    size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
+    ReplyBody body(reply->data.get() + kOutHeader, capacity);
+    absl::Status status = Executor::CompleteIo(r->io, result, body);
+    FinishReply(c, reply, r->unique, status, body.size());
+  }
+  FreeIoRequest(r);
+}
+
+void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique,
+                         const absl::Status& status, size_t body_size) {
+  fuse_out_header out{};
+  out.unique = unique;
+  if (status.ok()) {
+    out.len = static_cast<uint32_t>(kOutHeader + body_size);
+  } else {
+    int err = ToErrno(status);
+    if (err <= 0 || err > 511) err = EIO;
+    out.error = -err;
+    out.len = kOutHeader;
+  }
+  std::memcpy(reply->data.get(), &out, sizeof(out));
+  reply->size = out.len;
+  QueueReply(c, reply);
+}
+
+void Worker::QueueReply(Connection* c, Buffer* reply) {
+  if (c->closing) {
+    pool_.Put(reply);
+    return;
+  }
+  reply->next = nullptr;
+  if (c->out_tail != nullptr) {
+    c->out_tail->next = reply;
+  } else {
+    c->out_head = reply;
+  }
+  c->out_tail = reply;
+  MaybePostSend(c);
+}
+
+void Worker::MaybePostSend(Connection* c) {
+  if (c->closing || c->send_posted || c->out_head == nullptr) return;
+  size_t n = 0;
+  size_t skip = c->out_offset;
+  for (Buffer* b = c->out_head; b != nullptr && n < kMaxSendIov; b = b->next) {
+    c->iov[n].iov_base = b->data.get() + skip;
+    c->iov[n].iov_len = b->size - skip;
+    skip = 0;
+    ++n;
+  }
+  c->msg.msg_iov = c->iov;
+  c->msg.msg_iovlen = n;
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_sendmsg(sqe, c->setup.fd.get(), &c->msg, MSG_NOSIGNAL);
+  io_uring_sqe_set_data(sqe, &c->send_tag);
+  c->send_posted = true;
+}
+
+void Worker::OnSend(Connection* c, int result) {
+  c->send_posted = false;
+  if (c->closing) return;
+  if (result == -EINTR || result == -EAGAIN) {
+    MaybePostSend(c);
+    return;
+  }
+  if (result < 0) {
+    Close(c, std::strerror(-result));
+    return;
+  }
+  // Drop what was sent; a short send leaves the rest of the head for the next SENDMSG, which
+  // keeps the byte stream in order.
+  size_t sent = static_cast<size_t>(result);
+  while (sent > 0 && c->out_head != nullptr) {
+    size_t left = c->out_head->size - c->out_offset;
+    if (sent < left) {
+      c->out_offset += sent;
+      break;
+    }
+    sent -= left;
+    Buffer* done = c->out_head;
+    c->out_head = done->next;
+    if (c->out_head == nullptr) c->out_tail = nullptr;
+    c->out_offset = 0;
+    pool_.Put(done);
+    --c->inflight;
+  }
+  MaybePostSend(c);
+  if (!c->recv_posted) ProcessInput(c);  // resumes reading if it paused at max_inflight
+}
+
+void Worker::Close(Connection* c, const char* why) {
+  if (c->closing) return;
+  c->closing = true;
+  RINGFS_LOG_INFO("worker %u: session %u of client '%s' closed: %s", options_.index,
+                  c->setup.session_id, c->setup.client->client_id, why);
+  // Completes the posted RECV/SENDMSG with an error; MaybeDestroy frees the connection once the
+  // ring holds nothing of it.
+  shutdown(c->setup.fd.get(), SHUT_RDWR);
+}
+
+void Worker::MaybeDestroy(Connection* c) {
+  if (!c->closing || c->recv_posted || c->send_posted || c->pending_io > 0) return;
+  while (c->out_head != nullptr) pool_.Put(std::exchange(c->out_head, c->out_head->next));
+  c->out_tail = nullptr;
+  pool_.Put(std::exchange(c->big, nullptr));
+  connections_.erase(c);
+  connection_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Worker::IoRequest* Worker::AllocIoRequest() {
+  if (free_io_ == nullptr) {
+    io_requests_.push_back(std::make_unique<IoRequest>());
+    return io_requests_.back().get();
+  }
+  return std::exchange(free_io_, free_io_->next_free);
+}
+
+void Worker::FreeIoRequest(IoRequest* r) {
+  r->io = AsyncIo{};  // drops the handle reference
+  r->conn = nullptr;
+  r->next_free = free_io_;
+  free_io_ = r;
+}
+
+}  // namespace ringfs::server
