@@ -15,6 +15,8 @@
 
 namespace ringfs::frontend {
 namespace {
+// The FUSE command lives in the 80-byte area that starts here in a 128-byte SQE.
+static_assert(offsetof(io_uring_sqe, cmd) == 48);
 constexpr size_t kHeaderStride = 512;  // keeps each entry's header on its own cache lines
 }  // namespace
 
