@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "frontend/cpu_list.h"
+#include "frontend/fusectl.h"
 #include "frontend/kernel_mount.h"
 
 namespace ringfs::frontend {
@@ -48,11 +49,11 @@ MountSession::MountSession(MountOptions options, std::string token)
 }
 
 MountSession::~MountSession() {
-  if (mounted_ && !AllWorkersFinished()) {
+  if (mounted_ && !ConnectionEnded()) {
     (void)UnmountFuse(options_.mountpoint);
   }
-  ring_workers_.clear();
-  devfuse_workers_.clear();
+  devfuse_workers_.clear();  // they end once the connection is gone
+  if (engine_) engine_->Stop();
 }
 
 BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
@@ -86,6 +87,7 @@ absl::Status MountSession::Start() {
   absl::Status status = Negotiate();
   if (status.ok()) status = StartWorkers();
   if (status.ok()) status = ProbeMount();
+  started_ = std::chrono::steady_clock::now();
   if (!status.ok()) {
     AbortConnection();
     (void)UnmountFuse(options_.mountpoint);
@@ -148,7 +150,7 @@ absl::Status MountSession::StartWorkers() {
     config.buffer_bytes = kDevFuseBufferBytes;
     config.backend = MakeBackendConfig(queue, slots);
     config.role = role;
-    stats_.push_back(std::make_unique<WorkerStats>());
+    stats_.push_back(std::make_unique<WorkerStats>(0));
     devfuse_workers_.push_back(
         std::make_unique<DevFuseWorker>(std::move(config), stats_.back().get()));
     return devfuse_workers_.back()->Start();
@@ -161,19 +163,15 @@ absl::Status MountSession::StartWorkers() {
   }
   // The kernel keeps using /dev/fuse for FORGET and INTERRUPT: one small worker serves it.
   RETURN_IF_ERROR(add_devfuse(-1, kSideChannelSlots, cpus.size(), "devfuse side channel"));
-  for (int cpu : cpus) {
-    RingWorkerConfig config;
-    config.fuse_fd = fuse_fd_.get();
-    config.qid = static_cast<uint16_t>(cpu);
-    config.cpu = cpu;
-    config.depth = options_.queue_depth;
-    config.payload_bytes = kRingPayloadBytes;
-    config.backend = MakeBackendConfig(cpu, options_.queue_depth);
-    stats_.push_back(std::make_unique<WorkerStats>());
-    ring_workers_.push_back(std::make_unique<RingWorker>(std::move(config), stats_.back().get()));
-    RETURN_IF_ERROR(ring_workers_.back()->Start());
+  ASSIGN_OR_RETURN(queue::Topology topology, queue::Topology::FromSysfs());
+  queue::QueueConfig config = queue::DefaultQueueConfig(topology);
+  for (const auto& [key, value] : options_.queue_options) {
+    RETURN_IF_ERROR(queue::ParseQueueOption(key, value, &config));
   }
-  return absl::OkStatus();
+  engine_ = std::make_unique<QueueEngine>(
+      std::move(topology), fuse_fd_.get(), options_.queue_depth, kRingPayloadBytes,
+      [this](uint32_t queue) { return MakeBackendConfig(queue, options_.queue_depth); });
+  return engine_->Start(config);
 }
 
 absl::Status MountSession::ProbeMount() {
@@ -198,19 +196,14 @@ absl::Status MountSession::ProbeMount() {
 
 void MountSession::AbortConnection() {
   if (device_ == 0) return;
-  const char* control = "/sys/fs/fuse/connections";
-  std::string abort_file = absl::StrFormat("%s/%u/abort", control, minor(device_));
-  if (access(abort_file.c_str(), W_OK) != 0) {
-    mount("fusectl", control, "fusectl", 0, nullptr);  // fusectl is often not mounted
+  if (absl::Status status = frontend::AbortConnection(device_); !status.ok()) {
+    RINGFS_LOG_ERROR("cannot abort the FUSE connection: %s", status.ToString());
   }
-  std::ofstream out(abort_file);
-  out << "1";
 }
 
-bool MountSession::AllWorkersFinished() const {
-  for (const auto& worker : ring_workers_) {
-    if (!worker->finished()) return false;
-  }
+bool MountSession::ConnectionEnded() const {
+  // /dev/fuse readers end only on ENODEV, i.e. when the kernel connection is gone; in ring mode
+  // the side channel is such a reader for the whole mount.
   for (const auto& worker : devfuse_workers_) {
     if (!worker->finished()) return false;
   }
@@ -224,7 +217,7 @@ void MountSession::Run() {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGHUP);
   int stop_requests = 0;
-  while (!AllWorkersFinished()) {
+  while (!ConnectionEnded()) {
     timespec wait{0, std::chrono::nanoseconds(kStatsInterval).count()};
     int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig > 0) {
@@ -242,8 +235,8 @@ void MountSession::Run() {
     }
     WriteStats();
   }
-  for (auto& worker : ring_workers_) worker->Join();
   for (auto& worker : devfuse_workers_) worker->Join();
+  if (engine_) engine_->Stop();
   mounted_ = false;
   WriteStats();
   uint64_t ring = 0, devfuse = 0;
@@ -257,8 +250,13 @@ void MountSession::Run() {
 
 void MountSession::WriteStats() const {
   if (options_.stats_file.empty()) return;
+  std::vector<const WorkerStats*> all;
+  for (const auto& s : stats_) all.push_back(s.get());
+  if (engine_) {
+    for (size_t i = 0; i < engine_->topology().size(); ++i) all.push_back(&engine_->stats(i));
+  }
   uint64_t ring = 0, devfuse = 0, forgets = 0, errors = 0, replies = 0;
-  for (const auto& s : stats_) {
+  for (const WorkerStats* s : all) {
     ring += s->ring_requests.load(std::memory_order_relaxed);
     devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
     forgets += s->forgets.load(std::memory_order_relaxed);
@@ -270,7 +268,32 @@ void MountSession::WriteStats() const {
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nerrors=%u\n"
       "replies=%u\nqueues=%u\n",
       init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies,
-      init_.use_ring ? ring_workers_.size() : devfuse_workers_.size());
+      engine_ ? engine_->topology().size() : devfuse_workers_.size());
+  if (engine_) {
+    // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
+    static const char* const kStateNames[] = {"stopped", "active", "retiring"};
+    for (size_t i = 0; i < engine_->topology().size(); ++i) {
+      const WorkerStats& w = engine_->stats(i);
+      int cpu = engine_->topology().cpus()[i];
+      auto line = [&](const char* name, uint64_t value) {
+        text += absl::StrFormat("worker.%d.%s=%u\n", cpu, name, value);
+      };
+      text += absl::StrFormat("worker.%d.state=%s\n", cpu,
+                              kStateNames[w.state.load(std::memory_order_relaxed) % 3]);
+      line("forwarded", w.forwarded.load(std::memory_order_relaxed));
+      line("forwarded_foreground", w.forwarded_foreground.load(std::memory_order_relaxed));
+      line("forwarded_background", w.forwarded_background.load(std::memory_order_relaxed));
+      line("inflight", w.inflight.load(std::memory_order_relaxed));
+      line("background_inflight", w.background_inflight.load(std::memory_order_relaxed));
+      line("background_queued", w.background_queued.load(std::memory_order_relaxed));
+      line("background_inflight_max", w.background_inflight_max.load(std::memory_order_relaxed));
+      line("background_limit", w.background_limit.load(std::memory_order_relaxed));
+      line("handoffs_in", w.handoffs_in.load(std::memory_order_relaxed));
+      line("handoffs_out", w.handoffs_out.load(std::memory_order_relaxed));
+      line("entries_held", w.entries_held.load(std::memory_order_relaxed));
+      line("ring_requests", w.ring_requests.load(std::memory_order_relaxed));
+    }
+  }
   std::string temporary = options_.stats_file + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
@@ -280,8 +303,22 @@ void MountSession::WriteStats() const {
   rename(temporary.c_str(), options_.stats_file.c_str());
 }
 
+MountDescription MountSession::description() const {
+  MountDescription d;
+  d.source = options_.source;
+  d.mountpoint = options_.mountpoint;
+  d.server = options_.server;
+  d.transport = init_.use_ring ? "uring" : "classic";
+  d.client_id = client_id_;
+  d.fuse_minor = init_.minor;
+  d.fuse_flags = init_.agreed_flags;
+  d.queue_depth = options_.queue_depth;
+  d.started = started_;
+  return d;
+}
+
 std::string MountSession::Describe() const {
-  size_t queues = init_.use_ring ? ring_workers_.size() : devfuse_workers_.size();
+  size_t queues = engine_ ? engine_->topology().size() : devfuse_workers_.size();
   return absl::StrFormat(
       "mounted %s on %s: transport=%s, %u queues x %u requests, FUSE 7.%u",
       options_.source, options_.mountpoint, init_.use_ring ? "uring" : "classic", queues,

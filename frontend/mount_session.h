@@ -4,6 +4,7 @@
 // Used by the main thread only.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,10 +15,23 @@
 #include "frontend/devfuse_worker.h"
 #include "frontend/init_negotiation.h"
 #include "frontend/options.h"
-#include "frontend/ring_worker.h"
+#include "frontend/queue_engine.h"
 #include "frontend/worker_stats.h"
 
 namespace ringfs::frontend {
+
+struct MountDescription {
+  std::string source;
+  std::string mountpoint;
+  std::string server;
+  std::string transport;  // uring | classic
+  std::string client_id;
+  uint32_t fuse_major = 7;
+  uint32_t fuse_minor = 0;
+  uint64_t fuse_flags = 0;
+  uint32_t queue_depth = 0;
+  std::chrono::steady_clock::time_point started;
+};
 
 class MountSession {
  public:
@@ -35,13 +49,19 @@ class MountSession {
   // One line for the user: what is mounted where, and over which transport.
   std::string Describe() const;
 
+  // The ring transport's queue engine; nullptr with the classic transport.
+  QueueEngine* engine() { return engine_.get(); }
+  MountDescription description() const;
+  // The mount's device number (fusectl connection id = its minor); 0 before Start().
+  dev_t device() const { return device_; }
+
  private:
   absl::Status Negotiate();
   absl::Status StartWorkers();
   absl::Status ProbeMount();
   void WriteStats() const;
   void AbortConnection();
-  bool AllWorkersFinished() const;
+  bool ConnectionEnded() const;
   BackendConfig MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const;
 
   MountOptions options_;
@@ -52,8 +72,9 @@ class MountSession {
   bool mounted_ = false;
   InitDecision init_;
   dev_t device_ = 0;
+  std::chrono::steady_clock::time_point started_;
   std::vector<std::unique_ptr<WorkerStats>> stats_;
-  std::vector<std::unique_ptr<RingWorker>> ring_workers_;
+  std::unique_ptr<QueueEngine> engine_;
   std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;
 };
 

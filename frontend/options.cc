@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "frontend/queue/queue_config.h"
 
 namespace ringfs::frontend {
 namespace {
@@ -83,6 +84,12 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
           absl::StrFormat("log_level=%s: expected debug, info, warn or error", value));
     }
     out->log_level = value;
+  } else if (key == "control" || key == "control_token_file" || key == "metrics") {
+    if (auto s = need_value(); !s.ok()) return s;
+    (key == "control" ? out->control
+                      : key == "metrics" ? out->metrics : out->control_token_file) = value;
+  } else if (queue::IsQueueOptionKey(key)) {
+    out->queue_options.emplace_back(key, value);
   } else if (key == "ro") {
     out->read_only = true;
   } else if (IsGenericMountOption(key)) {
@@ -131,7 +138,12 @@ std::string Usage() {
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
          "         token_file=PATH  stats_file=PATH  writeback_cache  ro\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
-         "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n";
+         "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
+         "control:  control=unix:PATH|HOST:PORT|none  control_token_file=PATH\n"
+         "         metrics=HOST:PORT (Prometheus /metrics)\n"
+         "queue engine (transport=uring): active=CPULIST  bg_limit=N|unlimited\n"
+         "         fg_policy=local|next-core|p2c  bg_policy=local|next-core|p2c\n"
+         "         commit=forwarder|origin  thresholds=LOCAL/NUMA/GLOBAL (default 2/3/4)\n";
 }
 
 absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& args,
@@ -158,6 +170,11 @@ absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& ar
     } else {
       positional.push_back(arg);
     }
+  }
+  if (!out.control.empty() && out.control != "none" && out.control.rfind("unix:", 0) != 0 &&
+      out.control_token_file.empty()) {
+    return absl::InvalidArgumentError(
+        "control on TCP needs control_token_file (the service refuses every call without it)");
   }
   if (positional.size() != 2) {
     return absl::InvalidArgumentError("expected exactly a source and a mountpoint");

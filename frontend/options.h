@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,14 @@ struct MountOptions {
   std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
   std::chrono::milliseconds connect_timeout{5000};
   std::string log_level = "info";
+  // Control plane: "" = the default Unix socket /run/ringfs/<escaped mountpoint>.sock,
+  // "none" = no control service, else unix:PATH or HOST:PORT (TCP needs control_token_file).
+  std::string control;
+  std::string control_token_file;
+  std::string metrics;  // HOST:PORT serving /metrics; empty = no metrics endpoint
+  // Queue-engine settings (active=, bg_limit=, fg_policy=, bg_policy=, commit=, thresholds=),
+  // applied in order to the default QueueConfig once the CPU topology is known.
+  std::vector<std::pair<std::string, std::string>> queue_options;
 };
 
 // Parses `ringfs-mount SPEC MOUNTPOINT [-f] [-o OPTS]`; when `as_mount_helper` (invoked as

@@ -1,6 +1,6 @@
 #include "frontend/ring_worker.h"
 
-#include <sys/mman.h>
+#include <sys/eventfd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -15,68 +15,103 @@
 
 namespace ringfs::frontend {
 namespace {
+
 // The FUSE command lives in the 80-byte area that starts here in a 128-byte SQE.
 static_assert(offsetof(io_uring_sqe, cmd) == 48);
-constexpr size_t kHeaderStride = 512;  // keeps each entry's header on its own cache lines
+
+int64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
+}
+
+unsigned RoundUpToPowerOfTwo(size_t value) {
+  unsigned result = 1;
+  while (result < value) result <<= 1;
+  return result;
+}
+
 }  // namespace
 
-RingWorker::RingWorker(RingWorkerConfig config, WorkerStats* stats)
-    : config_(std::move(config)), stats_(stats) {}
+RingWorker::RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats,
+                       BackendConfig backend, uint32_t depth)
+    : index_(cpu_index),
+      cpu_(shared->topology.cpus()[cpu_index]),
+      shared_(shared),
+      stats_(stats),
+      backend_config_(std::move(backend)),
+      depth_(depth),
+      rng_(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(cpu_index)) {}
 
 RingWorker::~RingWorker() {
   Join();
   backend_.reset();
   if (ring_initialized_) io_uring_queue_exit(&ring_);
-  if (buffers_ != nullptr) munmap(buffers_, buffers_bytes_);
 }
 
-absl::Status RingWorker::Start() {
+absl::Status RingWorker::Start(std::shared_ptr<const EngineState> state,
+                               std::vector<uint16_t> register_qids) {
+  Join();  // a worker that retired earlier is started again on a fresh thread and ring
+  if (ring_initialized_) {
+    io_uring_queue_exit(&ring_);
+    ring_initialized_ = false;
+  }
+  state_ = std::move(state);
   return StartWorkerThread(
-      &thread_, [this] { return Setup(); }, [this] { Loop(); });
+      &thread_, [this, qids = std::move(register_qids)] { return Setup(qids); },
+      [this] { Loop(); });
 }
 
 void RingWorker::Join() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status RingWorker::Setup() {
-  PinCurrentThread(config_.cpu);
-  // SQE128 is required for the FUSE command; the ring is sized so every entry and the backend
-  // receive can have an SQE outstanding at once.
+void RingWorker::Post(Command command) {
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    mailbox_.push_back(std::move(command));
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_.get(), &one, sizeof(one));
+}
+
+absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
+  PinCurrentThread(cpu_);
   io_uring_params params{};
-  params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SUBMIT_ALL;
-  unsigned sq_size = 2 * config_.depth + 8;
-  if (int rc = io_uring_queue_init_params(sq_size, &ring_, &params); rc < 0) {
+  // SQE128 carries the FUSE command. The completion queue must hold a completion for every
+  // entry that could be registered on this ring at once (entries migrate between workers).
+  params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE;
+  params.cq_entries = RoundUpToPowerOfTwo(2 * (shared_->topology.size() * depth_ + 64));
+  if (int rc = io_uring_queue_init_params(2 * depth_ + 16, &ring_, &params); rc < 0) {
     return ErrnoError(-rc, "io_uring_queue_init (SQE128)");
   }
   ring_initialized_ = true;
-
-  // Allocated after pinning so first touch places the pages on this CPU's node.
-  size_t per_entry = kHeaderStride + config_.payload_bytes;
-  buffers_bytes_ = per_entry * config_.depth;
-  void* memory = mmap(nullptr, buffers_bytes_, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (memory == MAP_FAILED) return ErrnoError(errno, "mmap ring entry buffers");
-  buffers_ = static_cast<char*>(memory);
+  wake_fd_.Reset(eventfd(0, EFD_CLOEXEC));
+  if (!wake_fd_.valid()) return ErrnoError(errno, "eventfd");
 
   backend_ = std::make_unique<BackendChannel>(
-      config_.backend, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
+      backend_config_, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   RETURN_IF_ERROR(backend_->Connect());
 
-  entries_.resize(config_.depth);
-  for (uint32_t i = 0; i < config_.depth; ++i) {
-    Entry& entry = entries_[i];
-    char* base = buffers_ + i * per_entry;
-    entry.header = reinterpret_cast<fuse::UringReqHeader*>(base);
-    entry.payload = base + kHeaderStride;
-    entry.iov[0] = {entry.header, sizeof(fuse::UringReqHeader)};
-    entry.iov[1] = {entry.payload, config_.payload_bytes};
-    entry.alive = true;
-    ++alive_entries_;
-    SubmitCmd(i, fuse::kUringCmdRegister, 0);
+  for (uint16_t qid : register_qids) {
+    for (uint32_t i = 0; i < depth_; ++i) {
+      // Created here so the buffers' pages are first touched on this worker's CPU.
+      ASSIGN_OR_RETURN(RingEntry * entry, shared_->registry.Create(qid));
+      SubmitCmd(entry, fuse::kUringCmdRegister);
+      ++held_;
+    }
   }
+  ArmWake();
   int submitted = io_uring_submit(&ring_);
   if (submitted < 0) return ErrnoError(-submitted, "submit REGISTER");
+  load_scratch_.resize(shared_->topology.size());
+  inflight_ = 0;
+  active_ = false;
+  ApplyState(state_);
+  shared_->ring_fd[index_].store(ring_.ring_fd, std::memory_order_release);
+  stopping_ = false;
+  allow_exit_ = false;
+  running_.store(true, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -89,26 +124,40 @@ io_uring_sqe* RingWorker::NextSqe() {
   return sqe;
 }
 
-void RingWorker::SubmitCmd(uint32_t index, fuse::UringCmd cmd, uint64_t commit_id) {
-  Entry& entry = entries_[index];
+void RingWorker::ArmWake() {
   io_uring_sqe* sqe = NextSqe();
-  io_uring_prep_rw(IORING_OP_URING_CMD, sqe, config_.fuse_fd, entry.iov, 2, 0);
+  io_uring_prep_read(sqe, wake_fd_.get(), &wake_value_, sizeof(wake_value_), 0);
+  io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kWake, 0));
+}
+
+void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_rw(IORING_OP_URING_CMD, sqe, shared_->fuse_fd, entry->iov, 2, 0);
   sqe->cmd_op = cmd;
   fuse::UringCmdReq request{};
-  request.qid = config_.qid;
-  request.commit_id = commit_id;
-  // The command area is the 80 bytes from `cmd` to the end of the 128-byte SQE.
+  request.qid = entry->qid;  // always the entry's own queue, whichever ring commits it
+  request.commit_id = cmd == fuse::kUringCmdCommitAndFetch ? entry->unique : 0;
   char* command_area = reinterpret_cast<char*>(sqe) + offsetof(io_uring_sqe, cmd);
   std::memset(command_area, 0, 80);
   std::memcpy(command_area, &request, sizeof(request));
-  io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kRingEntry, index));
+  io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kRingEntry, entry->id));
 }
 
 void RingWorker::Loop() {
-  while (alive_entries_ > 0) {
-    int rc = io_uring_submit_and_wait(&ring_, 1);
+  std::vector<RingEntry*> ready;
+  std::vector<std::pair<RingEntry*, HandoffKind>> retries;
+  while (!stopping_ && !(!active_ && allow_exit_ && MayExit())) {
+    int rc;
+    if (retry_handoffs_.empty()) {
+      rc = io_uring_submit_and_wait(&ring_, 1);
+    } else {
+      __kernel_timespec pause{0, 1'000'000};
+      io_uring_cqe* unused;
+      rc = io_uring_submit_and_wait_timeout(&ring_, &unused, 1, &pause, nullptr);
+      if (rc == -ETIME) rc = 0;
+    }
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-      RINGFS_LOG_ERROR("queue %u: io_uring_submit_and_wait: %s", config_.qid, std::strerror(-rc));
+      RINGFS_LOG_ERROR("worker %d: io_uring_submit_and_wait: %s", cpu_, std::strerror(-rc));
       break;
     }
     io_uring_cqe* cqe;
@@ -120,97 +169,309 @@ void RingWorker::Loop() {
       int res = cqe->res;
       switch (TagKind(tag)) {
         case CompletionKind::kRingEntry:
-          OnEntryCompletion(TagIndex(tag), res);
+          if (RingEntry* entry = shared_->registry.Get(TagIndex(tag))) {
+            OnEntryCompletion(entry, res);
+          }
           break;
         case CompletionKind::kBackend:
           backend_->OnCompletion(tag, res);
+          break;
+        case CompletionKind::kHandoff:
+          if (RingEntry* entry = shared_->registry.Get(TagIndex(tag))) {
+            OnHandoff(entry, static_cast<HandoffKind>(res));
+          }
+          break;
+        case CompletionKind::kHandoffSent:
+          // Only failures complete (IOSQE_CQE_SKIP_SUCCESS): the entry is still ours.
+          if (RingEntry* entry = shared_->registry.Get(TagIndex(tag))) {
+            RINGFS_LOG_WARN("worker %d: handoff of entry %u failed: %s; retrying", cpu_,
+                            entry->id, std::strerror(-res));
+            ++held_;
+            retry_handoffs_.emplace_back(entry, static_cast<HandoffKind>(TagArgument(tag)));
+          }
+          break;
+        case CompletionKind::kWake:
+          DrainMailbox();
+          ArmWake();
           break;
         default:
           break;
       }
     }
     io_uring_cq_advance(&ring_, seen);
+
+    ready.swap(ready_);
+    for (RingEntry* entry : ready) Forward(entry);
+    ready.clear();
+    retries.swap(retry_handoffs_);
+    for (auto [entry, kind] : retries) {
+      if (kind == HandoffKind::kCommitBack) {
+        Commit(entry);  // the origin is gone or full: commit here (the entry moves to us)
+      } else if (active_) {
+        Dispatch(entry);
+      } else {
+        Route(entry);
+      }
+    }
+    retries.clear();
+    PublishGauges();
   }
-  RINGFS_LOG_DEBUG("queue %u: all ring entries ended; worker exits", config_.qid);
-  finished_.store(true, std::memory_order_release);
+  shared_->ring_fd[index_].store(-1, std::memory_order_release);
+  shared_->inflight[index_].store(0, std::memory_order_relaxed);
+  stats_->state.store(static_cast<uint32_t>(WorkerState::kStopped), std::memory_order_relaxed);
+  backend_.reset();  // its last request has been answered (or the mount is gone)
+  RINGFS_LOG_DEBUG("worker %d: exits (%s)", cpu_, stopping_ ? "mount ended" : "retired");
+  running_.store(false, std::memory_order_release);
 }
 
-void RingWorker::OnEntryCompletion(uint32_t index, int res) {
-  if (index >= entries_.size()) return;
-  Entry& entry = entries_[index];
+void RingWorker::DrainMailbox() {
+  std::deque<Command> commands;
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    commands.swap(mailbox_);
+  }
+  for (Command& command : commands) {
+    switch (command.kind) {
+      case Command::Kind::kApplyState:
+        ApplyState(command.state);
+        break;
+      case Command::Kind::kAllowExit:
+        allow_exit_ = !active_;
+        break;
+      case Command::Kind::kStop:
+        stopping_ = true;
+        break;
+    }
+    // Handoffs decided under the old state must reach their targets before the engine hears
+    // that this worker switched over (it allows retired workers to exit only after that).
+    io_uring_submit(&ring_);
+    if (command.done) command.done->set_value();
+  }
+}
+
+void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
+  // A command left in the mailbox of an earlier thread of this worker may be older.
+  if (state_ && state->epoch < state_->epoch) return;
+  state_ = std::move(state);
+  (void)limiter_.SetLimit(state_->background_limit[index_]);  // validated by the engine
+  for (uint64_t token : limiter_.DrainAdmissible()) ready_.push_back(shared_->registry.Get(token));
+  bool now_active = state_->active[index_];
+  if (active_ && !now_active) {
+    active_ = false;
+    // Waiting background requests go to the new owners instead of being sent from here.
+    for (uint64_t token : limiter_.TakeQueued()) Route(shared_->registry.Get(token));
+  }
+  if (now_active) allow_exit_ = false;
+  active_ = now_active;
+  stats_->state.store(static_cast<uint32_t>(active_ ? WorkerState::kActive : WorkerState::kRetiring),
+                      std::memory_order_relaxed);
+  WorkerStats::Set(stats_->background_limit, limiter_.limit());
+  PublishGauges();
+}
+
+void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
   if (res == 0) {
-    HandleRequest(index);
+    WorkerStats::Add(stats_->ring_requests);
+    WorkerStats::Add(stats_->received_by_qid[shared_->topology.IndexOf(entry->qid)]);
+    fuse_in_header in;
+    std::memcpy(&in, entry->header->in_out, sizeof(in));
+    entry->unique = in.unique;
+    entry->opcode = in.opcode;
+    entry->origin_cpu = index_;
+    entry->received_ns = NowNs();
+    std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
+    if (!op || !op->forwarded) {
+      CommitError(entry, ENOSYS);
+      return;
+    }
+    if (entry->header->ring_ent_in_out.payload_sz > shared_->registry.payload_bytes()) {
+      CommitError(entry, EIO);
+      return;
+    }
+    entry->request_class = queue::ClassifyKernelRequest(in.opcode, entry->header->op_in,
+                                                        op->in_struct_size);
+    Route(entry);
     return;
   }
   if (res == -EAGAIN || res == -EINTR) {
-    SubmitCmd(index, fuse::kUringCmdRegister, 0);  // INIT not yet visible: register again
+    SubmitCmd(entry, fuse::kUringCmdRegister);  // INIT not yet visible to the kernel: again
     return;
   }
-  // -ENOTCONN/-ECONNABORTED at unmount or abort; anything else is a kernel refusal, after which
-  // the kernel serves this connection through /dev/fuse.
+  // -ENOTCONN/-ECONNABORTED at unmount or abort; anything else is a kernel refusal, after
+  // which the kernel serves this connection through /dev/fuse.
   if (res != -ENOTCONN && res != -ECONNABORTED && res != -ENODEV) {
-    RINGFS_LOG_ERROR("queue %u entry %u: ring command failed: %s", config_.qid, index,
-                     std::strerror(-res));
+    RINGFS_LOG_ERROR("worker %d entry %u (queue %u): ring command failed: %s", cpu_, entry->id,
+                     entry->qid, std::strerror(-res));
   }
-  if (entry.alive) {
-    entry.alive = false;
-    --alive_entries_;
+  if (held_ > 0) --held_;
+}
+
+void RingWorker::Route(RingEntry* entry) {
+  const EngineState& state = *state_;
+  int qid_index = shared_->topology.IndexOf(entry->qid);
+  int owner_cpu = state.owner_cpu[qid_index];
+  queue::Policy policy = entry->request_class == queue::RequestClass::kBackground
+                             ? state.config.background
+                             : state.config.foreground;
+  int target_cpu = owner_cpu;
+  if (policy != queue::Policy::kLocal) {
+    for (size_t i = 0; i < load_scratch_.size(); ++i) {
+      load_scratch_[i].active = state.active[i];
+      load_scratch_[i].inflight = shared_->inflight[i].load(std::memory_order_relaxed);
+    }
+    target_cpu = queue::ChooseWorker(policy, owner_cpu, shared_->topology,
+                                     queue::LoadView{load_scratch_}, state.config.thresholds,
+                                     rng_);
+  }
+  int target = shared_->topology.IndexOf(target_cpu);
+  if (target == index_ && active_) {
+    Dispatch(entry);
+  } else {
+    HandOff(entry, target == index_ ? shared_->topology.IndexOf(owner_cpu) : target,
+            HandoffKind::kForward);
   }
 }
 
-void RingWorker::HandleRequest(uint32_t index) {
-  Entry& entry = entries_[index];
-  stats_->Add(stats_->ring_requests);
+void RingWorker::HandOff(RingEntry* entry, int target_index, HandoffKind kind) {
+  int target_fd = shared_->ring_fd[target_index].load(std::memory_order_acquire);
+  if (target_fd < 0 || target_index == index_) {
+    // No thread there (yet): keep the work rather than lose it.
+    if (kind == HandoffKind::kCommitBack) {
+      Commit(entry);
+    } else if (active_) {
+      Dispatch(entry);
+    } else {
+      retry_handoffs_.emplace_back(entry, kind);
+    }
+    return;
+  }
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_msg_ring(sqe, target_fd, static_cast<unsigned>(kind),
+                         MakeTag(CompletionKind::kHandoff, entry->id), 0);
+  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  io_uring_sqe_set_data64(
+      sqe, MakeTag(CompletionKind::kHandoffSent, entry->id, static_cast<uint32_t>(kind)));
+  if (held_ > 0) --held_;
+  if (kind == HandoffKind::kForward) WorkerStats::Add(stats_->handoffs_out);
+}
+
+void RingWorker::OnHandoff(RingEntry* entry, HandoffKind kind) {
+  ++held_;
+  if (kind == HandoffKind::kCommitBack) {
+    Commit(entry);
+    return;
+  }
+  WorkerStats::Add(stats_->handoffs_in);
+  if (active_) {
+    Dispatch(entry);
+  } else {
+    Route(entry);  // sent before the sender learned we left the active set: pass it on
+  }
+}
+
+void RingWorker::Dispatch(RingEntry* entry) {
+  if (entry->request_class == queue::RequestClass::kBackground &&
+      !limiter_.TryAdmit(entry->id)) {
+    return;  // waits in this worker's FIFO; foreground requests never pass through here
+  }
+  Forward(entry);
+}
+
+void RingWorker::Forward(RingEntry* entry) {
+  std::optional<fuse::OpInfo> op = fuse::LookupOp(entry->opcode);
   fuse_in_header in;
-  std::memcpy(&in, entry.header->in_out, sizeof(in));
-  uint32_t payload_size = entry.header->ring_ent_in_out.payload_sz;
-  std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
-  if (!op || !op->forwarded) {
-    AnswerError(index, in.unique, ENOSYS);
-    return;
-  }
-  if (payload_size > config_.payload_bytes) {
-    RINGFS_LOG_ERROR("queue %u: %s request with %u payload bytes exceeds the entry", config_.qid,
-                     std::string(op->name), payload_size);
-    AnswerError(index, in.unique, EIO);
-    return;
-  }
+  std::memcpy(&in, entry->header->in_out, sizeof(in));
+  uint32_t payload_size = entry->header->ring_ent_in_out.payload_sz;
   // The ring splits a request into header / argument struct / payload; the wire wants the
   // classic contiguous frame, so the three parts are gathered without copying.
   fuse_in_header frame = in;
   frame.len = static_cast<uint32_t>(sizeof(frame) + op->in_struct_size + payload_size);
   iovec iov[3] = {{&frame, sizeof(frame)},
-                  {entry.header->op_in, op->in_struct_size},
-                  {entry.payload, payload_size}};
+                  {entry->header->op_in, op->in_struct_size},
+                  {entry->payload, payload_size}};
   fuse::ReplyBounds bounds =
-      fuse::SuccessReplyBounds(in.opcode, entry.header->op_in, op->in_struct_size);
-  PendingReply reply{index, in.opcode, entry.payload, config_.payload_bytes, bounds.min,
-                     bounds.max};
-  absl::Status status = backend_->Send(in.unique, bounds.expected ? &reply : nullptr, iov, 3);
+      fuse::SuccessReplyBounds(in.opcode, entry->header->op_in, op->in_struct_size);
+  PendingReply reply{entry->id, in.opcode, entry->payload, shared_->registry.payload_bytes(),
+                     bounds.min, bounds.max};
+  bool background = entry->request_class == queue::RequestClass::kBackground;
+  absl::Status status = backend_->Send(in.unique, &reply, iov, 3);
   if (!status.ok()) {
-    RINGFS_LOG_DEBUG("queue %u: %s failed: %s", config_.qid, std::string(op->name),
+    RINGFS_LOG_DEBUG("worker %d: %s failed: %s", cpu_, std::string(op->name),
                      status.ToString());
-    AnswerError(index, in.unique, EIO);
+    if (background) {
+      if (auto next = limiter_.OnComplete()) ready_.push_back(shared_->registry.Get(*next));
+    }
+    CommitError(entry, EIO);
     return;
   }
-  if (!bounds.expected) AnswerError(index, in.unique, 0);  // the entry must still be returned
-}
-
-void RingWorker::AnswerError(uint32_t index, uint64_t unique, int err) {
-  fuse_out_header header{};
-  header.len = sizeof(header);
-  header.error = -err;
-  header.unique = unique;
-  if (err != 0) stats_->Add(stats_->errors);
-  OnReply(index, header, 0);
+  ++inflight_;
+  entry->sent_ns = NowNs();
+  WorkerStats::Add(stats_->forwarded);
+  WorkerStats::Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
+  WorkerStats::Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
+  WorkerStats::Add(stats_->bytes_to_server, op->in_struct_size + payload_size);
 }
 
 void RingWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
-  Entry& entry = entries_[slot];
-  std::memcpy(entry.header->in_out, &header, sizeof(header));
-  entry.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
-  stats_->Add(stats_->replies);
-  SubmitCmd(slot, fuse::kUringCmdCommitAndFetch, header.unique);
+  RingEntry* entry = shared_->registry.Get(slot);
+  std::memcpy(entry->header->in_out, &header, sizeof(header));
+  entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
+  if (inflight_ > 0) --inflight_;
+  stats_->backend_rtt.Observe(NowNs() - entry->sent_ns);
+  WorkerStats::Add(stats_->bytes_from_server, body_size);
+  if (entry->request_class == queue::RequestClass::kBackground) {
+    // Forwarded from the loop, not from inside the channel's receive path.
+    if (auto next = limiter_.OnComplete()) ready_.push_back(shared_->registry.Get(*next));
+  }
+  Complete(entry);
+}
+
+void RingWorker::Complete(RingEntry* entry) {
+  const EngineState& state = *state_;
+  int origin = entry->origin_cpu;
+  if (state.config.commit == queue::CommitLocality::kOrigin && origin != index_ &&
+      origin >= 0 && state.active[origin]) {
+    HandOff(entry, origin, HandoffKind::kCommitBack);
+    return;
+  }
+  Commit(entry);
+}
+
+void RingWorker::Commit(RingEntry* entry) {
+  WorkerStats::Add(stats_->replies);
+  fuse_out_header out;
+  std::memcpy(&out, entry->header->in_out, sizeof(out));
+  if (out.error < 0 && -out.error < static_cast<int>(WorkerStats::kErrnos)) {
+    WorkerStats::Add(stats_->errors_by_errno[-out.error]);
+  }
+  if (entry->received_ns != 0) {
+    bool background = entry->request_class == queue::RequestClass::kBackground;
+    stats_->request_duration[background ? 1 : 0].Observe(NowNs() - entry->received_ns);
+  }
+  SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
+}
+
+void RingWorker::CommitError(RingEntry* entry, int err) {
+  fuse_out_header header{sizeof(fuse_out_header), -err, entry->unique};
+  std::memcpy(entry->header->in_out, &header, sizeof(header));
+  entry->header->ring_ent_in_out.payload_sz = 0;
+  WorkerStats::Add(stats_->errors);
+  Commit(entry);
+}
+
+bool RingWorker::MayExit() const {
+  return held_ == 0 && inflight_ == 0 && limiter_.queued() == 0 && ready_.empty() &&
+         retry_handoffs_.empty();
+}
+
+void RingWorker::PublishGauges() {
+  shared_->inflight[index_].store(inflight_, std::memory_order_relaxed);
+  WorkerStats::Set(stats_->inflight, inflight_);
+  WorkerStats::Set(stats_->background_inflight, limiter_.inflight());
+  WorkerStats::Set(stats_->background_queued, limiter_.queued());
+  WorkerStats::Set(stats_->background_inflight_max, limiter_.max_inflight_seen());
+  WorkerStats::Set(stats_->entries_held, held_);
+  if (backend_) WorkerStats::Set(stats_->reconnects, backend_->reconnects());
 }
 
 }  // namespace ringfs::frontend

@@ -1,72 +1,104 @@
-// A FUSE-over-io_uring worker: one thread pinned to one CPU, owning one io_uring that carries
-// both its ring entries for kernel queue `qid` and its backend connection. The kernel hands a
-// request to an entry; the worker forwards it to the server straight from the entry's buffers
-// and commits the server's reply with COMMIT_AND_FETCH, which also re-arms the entry.
-// Lifetime: Start() on the main thread after the INIT reply is written; the thread ends by
-// itself once the kernel has ended every entry (unmount or abort). Join() from the main thread.
+// A FUSE-over-io_uring worker of the queue engine: one thread pinned to one CPU, owning one
+// io_uring that carries the ring entries it holds and its backend connection.
+// An entry's request is routed by the placement policy: forwarded here, or handed to another
+// worker's ring with IORING_OP_MSG_RING (that worker forwards and commits it, so the entry moves
+// to its ring). Background requests pass this worker's BackgroundLimiter; foreground ones never
+// wait behind them. A worker leaving the active set takes no new backend work, finishes what it
+// has, and its thread ends only once it holds no entry and the engine allows it.
+// Threads: Start/Post/Join from the engine (control) thread; everything else on the worker's own.
 #pragma once
 
+#include <deque>
+#include <future>
 #include <memory>
+#include <random>
 #include <thread>
 #include <vector>
 
 #include <liburing.h>
 
-#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/unique_fd.h"
 #include "frontend/backend_channel.h"
+#include "frontend/completion_tags.h"
+#include "frontend/engine_state.h"
+#include "frontend/queue/background_limiter.h"
 #include "frontend/worker_stats.h"
-#include "proto/fuse_abi.h"
 
 namespace ringfs::frontend {
 
-struct RingWorkerConfig {
-  int fuse_fd = -1;
-  uint16_t qid = 0;
-  int cpu = 0;
-  uint32_t depth = 16;
-  size_t payload_bytes = 0;  // ≥ the kernel's minimum (max_write / max_pages × 4 KiB)
-  BackendConfig backend;
-};
-
 class RingWorker : public ReplySink {
  public:
-  RingWorker(RingWorkerConfig config, WorkerStats* stats);
+  struct Command {
+    enum class Kind { kApplyState, kAllowExit, kStop } kind;
+    std::shared_ptr<const EngineState> state;
+    std::shared_ptr<std::promise<void>> done;
+  };
+
+  RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats, BackendConfig backend,
+             uint32_t depth);
   ~RingWorker() override;
 
-  // REQUIRES: the INIT reply has been written (REGISTER fails before it and turns the ring off).
-  absl::Status Start();
+  // Starts the thread; it registers `depth` new entries for each qid in `register_qids`.
+  absl::Status Start(std::shared_ptr<const EngineState> state,
+                     std::vector<uint16_t> register_qids);
+  void Post(Command command);
+  // True while the thread runs.
+  bool running() const { return running_.load(std::memory_order_acquire); }
   void Join();
-  bool finished() const { return finished_.load(std::memory_order_acquire); }
 
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override;
 
  private:
-  struct Entry {
-    fuse::UringReqHeader* header = nullptr;
-    char* payload = nullptr;
-    iovec iov[2]{};
-    bool alive = false;
-  };
-
-  absl::Status Setup();
+  absl::Status Setup(std::vector<uint16_t> register_qids);
   void Loop();
-  void SubmitCmd(uint32_t index, fuse::UringCmd cmd, uint64_t commit_id);
-  void OnEntryCompletion(uint32_t index, int res);
-  void HandleRequest(uint32_t index);
-  void AnswerError(uint32_t index, uint64_t unique, int err);
-  io_uring_sqe* NextSqe();
+  void DrainMailbox();
+  void ApplyState(std::shared_ptr<const EngineState> state);
+  void ArmWake();
 
-  RingWorkerConfig config_;
+  void OnEntryCompletion(RingEntry* entry, int res);
+  void OnHandoff(RingEntry* entry, HandoffKind kind);
+  void Route(RingEntry* entry);
+  void Dispatch(RingEntry* entry);
+  void Forward(RingEntry* entry);
+  void Complete(RingEntry* entry);
+  void Commit(RingEntry* entry);
+  void CommitError(RingEntry* entry, int err);
+  void HandOff(RingEntry* entry, int target_index, HandoffKind kind);
+  void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);
+  io_uring_sqe* NextSqe();
+  bool MayExit() const;
+  void PublishGauges();
+
+  const int index_;  // position in Topology::cpus()
+  const int cpu_;
+  EngineShared* shared_;
   WorkerStats* stats_;
+  BackendConfig backend_config_;
+  const uint32_t depth_;
+
   io_uring ring_{};
   bool ring_initialized_ = false;
-  std::vector<Entry> entries_;
+  UniqueFd wake_fd_;
+  uint64_t wake_value_ = 0;
   std::unique_ptr<BackendChannel> backend_;
-  char* buffers_ = nullptr;
-  size_t buffers_bytes_ = 0;
-  uint32_t alive_entries_ = 0;
+  queue::BackgroundLimiter limiter_;
+  std::shared_ptr<const EngineState> state_;
+  bool active_ = false;
+  bool allow_exit_ = false;
+  bool stopping_ = false;
+  uint32_t held_ = 0;       // entries registered on this ring or being processed here
+  uint32_t inflight_ = 0;   // requests at the server
+  std::vector<RingEntry*> ready_;  // background requests the limiter let go, to forward
+  std::vector<std::pair<RingEntry*, HandoffKind>> retry_handoffs_;
+  std::vector<queue::WorkerLoad> load_scratch_;
+  std::mt19937_64 rng_;
+
+  absl::Mutex mailbox_mu_;
+  std::deque<Command> mailbox_ ABSL_GUARDED_BY(mailbox_mu_);
+
   std::thread thread_;
-  std::atomic<bool> finished_{false};
+  std::atomic<bool> running_{false};
 };
 
 }  // namespace ringfs::frontend

@@ -1,22 +1,87 @@
-// Counters of one frontend worker. Written only by the worker's own thread (relaxed atomics),
-// read by the main thread for the stats file; no lock.
+// Counters and gauges of one frontend worker. Written only by the worker's own thread (relaxed
+// atomics), read at any time by the main thread, the stats file and the control plane; no lock.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <iterator>
+#include <memory>
 
 namespace ringfs::frontend {
 
+enum class WorkerState : uint32_t { kStopped = 0, kActive = 1, kRetiring = 2 };
+
+// A fixed-bucket latency histogram: one writer (the worker), readers at scrape time. Buckets
+// span 10 µs … 10 s, which covers a loopback round trip up to a server stall.
+struct LatencyHistogram {
+  static constexpr double kBoundsSeconds[] = {10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+                                              1e-3,  2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+                                              100e-3, 250e-3, 500e-3, 1.0, 2.5, 5.0, 10.0};
+  static constexpr size_t kBuckets = std::size(kBoundsSeconds) + 1;  // last: +Inf
+
+  void Observe(int64_t nanoseconds) {
+    double seconds = static_cast<double>(nanoseconds) * 1e-9;
+    size_t bucket = 0;
+    while (bucket < kBuckets - 1 && seconds > kBoundsSeconds[bucket]) ++bucket;
+    counts[bucket].store(counts[bucket].load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+    sum_ns.store(sum_ns.load(std::memory_order_relaxed) + nanoseconds, std::memory_order_relaxed);
+  }
+
+  std::atomic<uint64_t> counts[kBuckets] = {};  // per bucket, not cumulative
+  std::atomic<int64_t> sum_ns{0};
+};
+
 struct WorkerStats {
+  explicit WorkerStats(size_t queues = 0)
+      : queues(queues), received_by_qid(new std::atomic<uint64_t>[queues]) {
+    for (size_t i = 0; i < queues; ++i) received_by_qid[i].store(0);
+  }
+
+  // Transport counters.
   std::atomic<uint64_t> ring_requests{0};     // requests that arrived as ring completions
   std::atomic<uint64_t> devfuse_requests{0};  // requests read from /dev/fuse
   std::atomic<uint64_t> forgets{0};
-  std::atomic<uint64_t> replies{0};      // answers committed/written back to the kernel
-  std::atomic<uint64_t> errors{0};       // answers with error != 0 that ringfs itself produced
+  std::atomic<uint64_t> replies{0};     // answers committed/written back to the kernel
+  std::atomic<uint64_t> errors{0};      // answers with error != 0 that ringfs itself produced
   std::atomic<uint64_t> reconnects{0};
 
-  void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
+  // Queue-engine counters (ring transport).
+  std::atomic<uint64_t> forwarded{0};             // requests sent to the server by this worker
+  std::atomic<uint64_t> forwarded_foreground{0};
+  std::atomic<uint64_t> forwarded_background{0};
+  std::atomic<uint64_t> handoffs_in{0};
+  std::atomic<uint64_t> handoffs_out{0};
+  std::atomic<uint64_t> inflight{0};              // requests at the server right now
+  std::atomic<uint64_t> background_inflight{0};
+  std::atomic<uint64_t> background_queued{0};
+  std::atomic<uint64_t> background_inflight_max{0};  // high-water mark since the last reset
+  std::atomic<uint64_t> background_limit{UINT32_MAX};
+  std::atomic<uint64_t> entries_held{0};          // ring entries this worker holds right now
+  std::atomic<uint32_t> state{static_cast<uint32_t>(WorkerState::kStopped)};
+
+  // Latency from the kernel handing us a request to our commit, by class (0 foreground,
+  // 1 background), and of the server round trip alone.
+  LatencyHistogram request_duration[2];
+  LatencyHistogram backend_rtt;
+  // Requests forwarded by this worker, by class and opcode.
+  static constexpr size_t kOpcodes = 64;
+  std::atomic<uint64_t> forwarded_by_op[2][kOpcodes] = {};
+  std::atomic<uint64_t> bytes_to_server{0};    // request payloads (WRITE data, names)
+  std::atomic<uint64_t> bytes_from_server{0};  // reply bodies
+  // Replies with an error, by errno (1..511), whoever produced them.
+  static constexpr size_t kErrnos = 512;
+  std::atomic<uint64_t> errors_by_errno[kErrnos] = {};
+
+  const size_t queues;
+  // Requests whose ring completion arrived at this worker, by kernel qid.
+  std::unique_ptr<std::atomic<uint64_t>[]> received_by_qid;
+
+  static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  static void Set(std::atomic<uint64_t>& gauge, uint64_t value) {
+    gauge.store(value, std::memory_order_relaxed);
   }
 };
 

@@ -43,6 +43,13 @@ std::vector<uint64_t> BackgroundLimiter::DrainAdmissible() {
   return admitted;
 }
 
+std::vector<uint64_t> BackgroundLimiter::TakeQueued() {
+  std::vector<uint64_t> taken;
+  taken.reserve(queued_count_);
+  while (queued_count_ > 0) taken.push_back(PopQueued());
+  return taken;
+}
+
 void BackgroundLimiter::Admit() {
   ++inflight_;
   ++admitted_total_;

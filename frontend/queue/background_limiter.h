@@ -33,6 +33,9 @@ class BackgroundLimiter {
   // Admits queued tokens in FIFO order while the limit allows and returns them (send them all).
   // Allocates the result: meant for the rare limit change, not the per-request path.
   std::vector<uint64_t> DrainAdmissible();
+  // Removes every queued token without admitting it, oldest first: a worker leaving the active
+  // set hands its waiting requests to their new owners instead of sending them itself.
+  std::vector<uint64_t> TakeQueued();
 
   uint32_t limit() const { return limit_; }
   uint32_t inflight() const { return inflight_; }

@@ -158,3 +158,21 @@ TEST(BackgroundLimiterTest, FifoSurvivesGrowthWhileWrapped) {
 
 }  // namespace
 }  // namespace ringfs::frontend::queue
+
+namespace ringfs::frontend::queue {
+namespace {
+
+TEST(BackgroundLimiterTakeQueuedTest, RemovesWaitingTokensInOrderWithoutAdmitting) {
+  BackgroundLimiter limiter;
+  ASSERT_TRUE(limiter.SetLimit(1).ok());
+  EXPECT_TRUE(limiter.TryAdmit(1));
+  EXPECT_FALSE(limiter.TryAdmit(2));
+  EXPECT_FALSE(limiter.TryAdmit(3));
+  EXPECT_EQ(limiter.TakeQueued(), (std::vector<uint64_t>{2, 3}));
+  EXPECT_EQ(limiter.queued(), 0u);
+  EXPECT_EQ(limiter.inflight(), 1u);
+  EXPECT_EQ(limiter.OnComplete(), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend::queue

@@ -1,5 +1,7 @@
 #include "frontend/queue/request_class.h"
 
+#include <fcntl.h>
+
 #include <cstring>
 
 #include "proto/fuse_abi.h"
@@ -58,6 +60,21 @@ RequestClass ClassifyRequest(uint32_t opcode, const void* op_in, size_t op_in_si
     }
   }
   return RequestClass::kForeground;
+}
+
+RequestClass ClassifyKernelRequest(uint32_t opcode, const void* op_in, size_t op_in_size) {
+  constexpr uint32_t kPageSize = 4096;
+  ClassifierHints hints;
+  if (opcode == FUSE_READ && op_in_size >= sizeof(fuse_read_in)) {
+    fuse_read_in read;
+    std::memcpy(&read, op_in, sizeof(read));
+    hints.read_is_background = (read.flags & O_DIRECT) != 0 || read.size > kPageSize;
+  } else if (opcode == FUSE_WRITE && op_in_size >= sizeof(fuse_write_in)) {
+    fuse_write_in write;
+    std::memcpy(&write, op_in, sizeof(write));
+    hints.write_is_background = (write.flags & O_DIRECT) != 0;
+  }
+  return ClassifyRequest(opcode, op_in, op_in_size, hints);
 }
 
 }  // namespace ringfs::frontend::queue

@@ -1,5 +1,7 @@
 #include "frontend/queue/request_class.h"
 
+#include <fcntl.h>
+
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -65,6 +67,32 @@ TEST(ClassifyRequestTest, ReadsOpStructAtAnyAlignment) {
 TEST(ClassifyRequestTest, Names) {
   EXPECT_STREQ(RequestClassName(kFg), "foreground");
   EXPECT_STREQ(RequestClassName(kBg), "background");
+}
+
+}  // namespace
+}  // namespace ringfs::frontend::queue
+
+namespace ringfs::frontend::queue {
+namespace {
+
+TEST(ClassifyKernelRequestTest, DirectIoAndReadaheadAreBackground) {
+  fuse_read_in read{};
+  read.size = 4096;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kForeground);
+  read.size = 128 * 1024;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kBackground);
+  read.size = 4096;
+  read.flags = O_RDONLY | O_DIRECT;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kBackground);
+  fuse_write_in write{};
+  write.size = 4096;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kForeground);
+  write.flags = O_WRONLY | O_DIRECT;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kBackground);
+  write.flags = O_WRONLY;
+  write.write_flags = FUSE_WRITE_CACHE;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kBackground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_GETATTR, nullptr, 0), RequestClass::kForeground);
 }
 
 }  // namespace

@@ -1,0 +1,140 @@
+#include "frontend/queue_engine.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "frontend/queue/ownership.h"
+
+namespace ringfs::frontend {
+namespace {
+
+// Workers apply a change between two batches of completions; this only bounds a wedged one.
+constexpr auto kApplyTimeout = std::chrono::seconds(10);
+
+// Every entry the mount can ever have: entries are created only at Start() (depth per qid) and
+// then move between workers, so this never grows.
+size_t EntryCapacity(const queue::Topology& topology, uint32_t depth) {
+  return topology.size() * depth;
+}
+
+}  // namespace
+
+QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, uint32_t depth,
+                         size_t payload_bytes, BackendFactory backend_factory)
+    : shared_(topology, EntryCapacity(topology, depth), payload_bytes),
+      depth_(depth),
+      backend_factory_(std::move(backend_factory)) {
+  shared_.fuse_fd = fuse_fd;
+  for (size_t i = 0; i < shared_.topology.size(); ++i) {
+    int cpu = shared_.topology.cpus()[i];
+    stats_.push_back(std::make_unique<WorkerStats>(shared_.topology.size()));
+    workers_.push_back(std::make_unique<RingWorker>(static_cast<int>(i), &shared_,
+                                                    stats_.back().get(),
+                                                    backend_factory_(cpu), depth_));
+  }
+}
+
+QueueEngine::~QueueEngine() { Stop(); }
+
+absl::Status QueueEngine::Start(const queue::QueueConfig& config) {
+  absl::MutexLock lock(&apply_mu_);
+  return ApplyLocked(config, /*initial=*/true);
+}
+
+absl::Status QueueEngine::Apply(const queue::QueueConfig& config) {
+  absl::MutexLock lock(&apply_mu_);
+  return ApplyLocked(config, /*initial=*/false);
+}
+
+queue::QueueConfig QueueEngine::config() const {
+  absl::MutexLock lock(&apply_mu_);
+  return config_;
+}
+
+absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool initial) {
+  const queue::Topology& topology = shared_.topology;
+  RETURN_IF_ERROR(queue::Validate(config, topology));
+  ASSIGN_OR_RETURN(std::vector<int> owners, queue::ComputeOwners(topology, config.active_cpus));
+
+  auto state = std::make_shared<EngineState>();
+  state->epoch = state_ ? state_->epoch + 1 : 1;
+  state->config = config;
+  state->owner_cpu = owners;
+  state->active.assign(topology.size(), false);
+  for (int cpu : config.active_cpus) state->active[topology.IndexOf(cpu)] = true;
+  for (size_t i = 0; i < topology.size(); ++i) {
+    state->background_limit.push_back(queue::BackgroundLimitOf(config, topology.cpus()[i]));
+  }
+  std::shared_ptr<const EngineState> published = state;
+
+  std::vector<bool> was_active(topology.size(), false);
+  if (state_) was_active = state_->active;
+
+  // Workers joining the active set: start a thread where none runs. At the first start each
+  // owner also registers the entries of the queues it owns (the kernel needs every queue).
+  for (size_t i = 0; i < topology.size(); ++i) {
+    if (!state->active[i] || workers_[i]->running()) continue;
+    std::vector<uint16_t> qids;
+    if (initial) {
+      for (size_t q = 0; q < topology.size(); ++q) {
+        if (owners[q] == topology.cpus()[i]) qids.push_back(static_cast<uint16_t>(topology.cpus()[q]));
+      }
+    }
+    absl::Status started = workers_[i]->Start(published, std::move(qids));
+    if (!started.ok()) {
+      return absl::UnavailableError(absl::StrFormat("cannot start the worker on CPU %d: %s",
+                                                    topology.cpus()[i], started.message()));
+    }
+  }
+
+  // Every running worker switches to the new state; wait until each has.
+  std::vector<std::shared_ptr<std::promise<void>>> acks(topology.size());
+  for (size_t i = 0; i < topology.size(); ++i) {
+    if (!workers_[i]->running()) continue;
+    acks[i] = std::make_shared<std::promise<void>>();
+    workers_[i]->Post({RingWorker::Command::Kind::kApplyState, published, acks[i]});
+  }
+  auto deadline = std::chrono::steady_clock::now() + kApplyTimeout;
+  for (size_t i = 0; i < topology.size(); ++i) {
+    if (!acks[i]) continue;
+    std::future<void> done = acks[i]->get_future();
+    while (done.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (!workers_[i]->running()) break;  // a retired worker that exited: nothing to switch
+      if (std::chrono::steady_clock::now() > deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrFormat("the worker on CPU %d did not apply the change within %d s",
+                            topology.cpus()[i], static_cast<int>(kApplyTimeout.count())));
+      }
+    }
+    if (state->active[i] && !workers_[i]->running()) {
+      // It exited after retiring before it saw this change: start it again.
+      RETURN_IF_ERROR(workers_[i]->Start(published, {}));
+    }
+  }
+  // Only now, when no worker can still route by the old state, may leavers finish and exit.
+  for (size_t i = 0; i < topology.size(); ++i) {
+    if (!state->active[i] && workers_[i]->running()) {
+      workers_[i]->Post({RingWorker::Command::Kind::kAllowExit, nullptr, nullptr});
+    }
+  }
+  for (size_t i = 0; i < topology.size(); ++i) {
+    if (was_active[i] != state->active[i]) {
+      RINGFS_LOG_INFO("queue engine: worker on CPU %d %s the active set", topology.cpus()[i],
+                      state->active[i] ? "joins" : "leaves");
+    }
+  }
+  state_ = published;
+  config_ = config;
+  return absl::OkStatus();
+}
+
+void QueueEngine::Stop() {
+  for (auto& worker : workers_) {
+    if (worker->running()) worker->Post({RingWorker::Command::Kind::kStop, nullptr, nullptr});
+  }
+  for (auto& worker : workers_) worker->Join();
+}
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,64 @@
+// The queue engine of the ring transport: one RingWorker per possible CPU (threads only where
+// needed), the entries they share, and the runtime settings (active set, per-worker background
+// limits, placement policies, commit locality). Apply() validates a new QueueConfig, hands it to
+// every worker through its mailbox and returns once each worker has switched to it, so a caller
+// can read the new state back at once.
+// Threads: every public method may be called from any thread except workers; Apply() calls
+// are serialised.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/backend_channel.h"
+#include "frontend/engine_state.h"
+#include "frontend/queue/queue_config.h"
+#include "frontend/ring_worker.h"
+#include "frontend/worker_stats.h"
+
+namespace ringfs::frontend {
+
+class QueueEngine {
+ public:
+  using BackendFactory = std::function<BackendConfig(uint32_t queue)>;
+
+  QueueEngine(queue::Topology topology, int fuse_fd, uint32_t depth, size_t payload_bytes,
+              BackendFactory backend_factory);
+  ~QueueEngine();
+
+  // Registers `depth` entries for every qid on the worker that owns it under `config` and
+  // starts the active workers. REQUIRES: the INIT reply has been written.
+  absl::Status Start(const queue::QueueConfig& config);
+
+  // Validates `config` (InvalidArgument says what is wrong) and applies it on every worker.
+  absl::Status Apply(const queue::QueueConfig& config) ABSL_LOCKS_EXCLUDED(apply_mu_);
+
+  queue::QueueConfig config() const ABSL_LOCKS_EXCLUDED(apply_mu_);
+  const queue::Topology& topology() const { return shared_.topology; }
+  // Counters of the worker for topology().cpus()[index]; valid for the engine's lifetime.
+  const WorkerStats& stats(size_t index) const { return *stats_[index]; }
+  bool worker_running(size_t index) const { return workers_[index]->running(); }
+
+  // Ends every worker. REQUIRES: the FUSE connection has ended (a worker that still holds
+  // registered entries must not exit while the mount is alive).
+  void Stop();
+
+ private:
+  absl::Status ApplyLocked(const queue::QueueConfig& config, bool initial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
+
+  EngineShared shared_;
+  const uint32_t depth_;
+  BackendFactory backend_factory_;
+  std::vector<std::unique_ptr<WorkerStats>> stats_;
+  std::vector<std::unique_ptr<RingWorker>> workers_;
+
+  mutable absl::Mutex apply_mu_;
+  queue::QueueConfig config_ ABSL_GUARDED_BY(apply_mu_);
+  std::shared_ptr<const EngineState> state_ ABSL_GUARDED_BY(apply_mu_);
+};
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,74 @@
+// FUSE ring entries and the registry that owns their memory for the whole mount.
+// An entry belongs to one kernel queue (qid) for life but moves between workers: whichever
+// worker holds it (receives it, takes it in a handoff, or commits it) is its only user at that
+// moment, so the mutable fields need no lock — handoffs over io_uring MSG_RING order the
+// accesses. The registry itself is append-only and safe to read from any thread.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "frontend/queue/request_class.h"
+#include "proto/fuse_abi.h"
+
+namespace ringfs::frontend {
+
+struct RingEntry {
+  uint32_t id = 0;
+  uint16_t qid = 0;
+  fuse::UringReqHeader* header = nullptr;
+  char* payload = nullptr;
+  iovec iov[2]{};
+
+  // Per-request state, written by the worker holding the entry.
+  uint64_t unique = 0;
+  uint32_t opcode = 0;
+  queue::RequestClass request_class = queue::RequestClass::kForeground;
+  int origin_cpu = -1;     // the worker whose ring delivered the request
+  int64_t received_ns = 0;  // when the request reached us (for latency)
+  int64_t sent_ns = 0;      // when it went to the server
+};
+
+class EntryRegistry {
+ public:
+  // REQUIRES: capacity ≥ every entry the mount will ever create.
+  EntryRegistry(size_t capacity, size_t payload_bytes);
+  ~EntryRegistry();
+  EntryRegistry(const EntryRegistry&) = delete;
+  EntryRegistry& operator=(const EntryRegistry&) = delete;
+
+  // Allocates an entry for `qid` with its header and payload buffers. Thread-safe.
+  // REQUIRES: the caller is the thread that will register it (first touch places the pages on
+  // that thread's NUMA node).
+  absl::StatusOr<RingEntry*> Create(uint16_t qid);
+
+  // Any thread; nullptr for ids never created.
+  RingEntry* Get(uint32_t id) const {
+    return id < capacity_ ? slots_[id].load(std::memory_order_acquire) : nullptr;
+  }
+  size_t payload_bytes() const { return payload_bytes_; }
+  size_t size() const { return next_id_.load(std::memory_order_acquire); }
+
+ private:
+  struct Allocation {
+    std::unique_ptr<RingEntry> entry;
+    void* memory = nullptr;
+    size_t bytes = 0;
+  };
+
+  const size_t capacity_;
+  const size_t payload_bytes_;
+  std::unique_ptr<std::atomic<RingEntry*>[]> slots_;
+  std::atomic<size_t> next_id_{0};
+  absl::Mutex mu_;
+  std::vector<Allocation> allocations_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringfs::frontend
