@@ -39,7 +39,11 @@ absl::StatusOr<UniqueFd> MountFuse(const KernelMountParams& params) {
 }
 
 absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd) {
-  UniqueFd clone(open("/dev/fuse", O_RDWR | O_CLOEXEC));
+  // Non-blocking on purpose: /dev/fuse honours only O_NONBLOCK (not IOCB_NOWAIT), and io_uring
+  // retries a read inline once poll reports a request. Without O_NONBLOCK a read that loses the
+  // race for that request to another reader blocks inside the worker's io_uring_enter, and the
+  // worker stops answering the requests it has already forwarded.
+  UniqueFd clone(open("/dev/fuse", O_RDWR | O_CLOEXEC | O_NONBLOCK));
   if (!clone.valid()) return ErrnoError(errno, "open /dev/fuse for clone");
   uint32_t master = static_cast<uint32_t>(fuse_fd);
   if (ioctl(clone.get(), FUSE_DEV_IOC_CLONE, &master) != 0) {

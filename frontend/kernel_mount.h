@@ -23,7 +23,7 @@ struct KernelMountParams {
 absl::StatusOr<UniqueFd> MountFuse(const KernelMountParams& params);
 
 // A second fd on the same FUSE connection (FUSE_DEV_IOC_CLONE), so each worker reads from and
-// replies to its own device file.
+// replies to its own device file. It is O_NONBLOCK: reads of it must go through io_uring.
 absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd);
 
 // Unmounts; falls back to a lazy unmount when the mount is busy, so the mount disappears from
