@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev
-  libgtest-dev libgmock-dev fio attr util-linux procps
+  libgtest-dev libgmock-dev fio attr util-linux procps jq
 )
 
 missing=()

@@ -1,0 +1,55 @@
+// gtest fixtures for tests that need a running server and mount. MountedTest is parameterized
+// over the transport ("uring", "classic"); SetUp checks root, enables the ring, starts the
+// server and the mount; TearDown stops everything (failing the test if the mount did not stop
+// cleanly) and prints the daemons' logs when the test failed. One test thread.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "tests/harness/fs_util.h"
+#include "tests/harness/ringfs_env.h"
+
+namespace ringfs::testing {
+
+// Base for any test that builds its own RingfsEnv(s) (no automatic mount).
+class RingfsTestBase : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  // Per-test time budget for the watchdog; ctest's TIMEOUT must be larger.
+  virtual std::chrono::seconds Budget() const { return std::chrono::seconds(100); }
+
+  // Creates and Init()s env_ (call from SetUp or the test body).
+  ::testing::AssertionResult NewEnv();
+
+  std::unique_ptr<RingfsEnv> env_;
+};
+
+class MountedTest : public RingfsTestBase, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override;
+  // Options the fixture mounts with; the transport comes from the parameter.
+  virtual MountOptions Options() const {
+    MountOptions o;
+    o.transport = GetParam();
+    return o;
+  }
+  std::string Mnt(const std::string& rel) const { return env_->Mnt(rel); }
+  std::string Exp(const std::string& rel) const { return env_->Exp(rel); }
+};
+
+// For INSTANTIATE_TEST_SUITE_P: names the instances "uring" / "classic".
+inline std::string TransportName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+#define RINGFS_INSTANTIATE_TRANSPORTS(suite)                                         \
+  INSTANTIATE_TEST_SUITE_P(Transports, suite, ::testing::Values("uring", "classic"), \
+                           ::ringfs::testing::TransportName)
+
+}  // namespace ringfs::testing

@@ -1,0 +1,340 @@
+// Mount and daemon lifecycle: unmount on SIGTERM/SIGINT idle and busy, the daemonizing forms
+// (ringfs-mount without -f, mount.ringfs), proof that the ring (not /dev/fuse) carries the
+// requests, and failures at the edges: wrong token, no server.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  return pred();
+}
+
+class LifecycleTest : public MountedTest {};
+
+TEST_P(LifecycleTest, SigtermWhileIdleUnmountsAndExitsZero) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  EXPECT_TRUE(env_->Unmount(SIGTERM));
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+  // The mountpoint is an ordinary empty directory again, and the data is in the export.
+  EXPECT_EQ(RINGFS_ERRNO(::access(Mnt("f").c_str(), F_OK)), ENOENT);
+  EXPECT_EQ(ReadFile(Exp("f")), "x");
+  EXPECT_TRUE(env_->StopServer());
+}
+
+TEST_P(LifecycleTest, SigintUnmountsAndExitsZero) {
+  EXPECT_TRUE(env_->Unmount(SIGINT));
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+}
+
+TEST_P(LifecycleTest, SigtermDuringActivityUnmountsAndKeepsAckedData) {
+  constexpr size_t kBlock = 4096;
+  std::atomic<bool> stop{false};
+  std::atomic<long> acked{0};
+  std::atomic<int> writer_errno{0};
+  const std::string path = Mnt("busy");
+  auto pattern = [](long i, char* buf) {
+    for (size_t j = 0; j < kBlock; j += 8) {
+      uint64_t v = (static_cast<uint64_t>(i) << 20) ^ j ^ 0x5a5a5a5a5a5aULL;
+      memcpy(buf + j, &v, 8);
+    }
+  };
+  std::thread writer([&]() {
+    int fd = ::open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      writer_errno = errno;
+      return;
+    }
+    char buf[kBlock];
+    for (long i = 0; !stop.load(); ++i) {
+      pattern(i, buf);
+      if (::pwrite(fd, buf, kBlock, i * kBlock) != static_cast<ssize_t>(kBlock)) {
+        writer_errno = errno;
+        break;
+      }
+      acked = i + 1;
+    }
+    ::close(fd);
+  });
+  std::thread reader([&]() {
+    struct stat st {};
+    while (!stop.load()) {
+      if (::stat(path.c_str(), &st) != 0 && errno != ENOENT) break;
+      if (::access(env_->mount_dir().c_str(), R_OK) != 0) break;
+    }
+  });
+  bool busy =
+      WaitFor([&]() { return acked.load() >= 200 || writer_errno.load() != 0; }, seconds(20));
+  EXPECT_TRUE(busy) << "the writer made no progress: " << acked.load() << " blocks";
+  EXPECT_EQ(writer_errno.load(), 0) << "before SIGTERM: " << ErrnoName(writer_errno.load());
+
+  env_->mount_process()->Signal(SIGTERM);
+  // The mount must go away while the application is still busy; only then do the threads stop
+  // (and close their descriptors), so a daemon that waits for them can finish too.
+  bool gone = WaitFor([&]() { return !IsMounted(env_->mount_dir()); }, seconds(15));
+  stop = true;
+  writer.join();
+  reader.join();
+  EXPECT_TRUE(gone) << "still mounted 15 s after SIGTERM during activity";
+  auto status = env_->mount_process()->WaitExit(seconds(15));
+  ASSERT_TRUE(status.has_value()) << "ringfs-mount still running 15 s after SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+
+  // Every write that returned success is in the export.
+  const long n = acked.load();
+  std::string exported = ReadFile(Exp("busy"));
+  ASSERT_GE(exported.size(), static_cast<size_t>(n) * kBlock) << n << " writes were acknowledged";
+  char want[kBlock];
+  for (long i = 0; i < n; ++i) {
+    pattern(i, want);
+    ASSERT_EQ(memcmp(exported.data() + i * kBlock, want, kBlock), 0) << "block " << i;
+  }
+}
+
+TEST_P(LifecycleTest, ServerSigtermExitsZeroAfterUnmount) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  ASSERT_TRUE(env_->Unmount());
+  EXPECT_TRUE(env_->StopServer());
+}
+
+// Runs a workload that makes well over 1000 requests (timeouts 0 so lookups and getattrs are
+// not answered from the kernel's cache), unmounts, and returns the final stats file.
+Stats RunWorkloadAndStop(RingfsEnv* env) {
+  int fd = ::open(env->Mnt("w").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  EXPECT_GE(fd, 0) << ErrnoName(errno);
+  char buf[4096] = {};
+  struct stat st {};
+  for (int i = 0; i < 400; ++i) {
+    EXPECT_EQ(::pwrite(fd, buf, sizeof(buf), i * 4096L), 4096) << ErrnoName(errno);
+    EXPECT_EQ(::stat(env->Mnt("w").c_str(), &st), 0);
+    int fd2 = ::open(env->Mnt("w").c_str(), O_RDONLY | O_CLOEXEC);
+    EXPECT_GE(fd2, 0);
+    ::close(fd2);
+  }
+  ::close(fd);
+  // While mounted, the stats file is refreshed about every 200 ms.
+  bool live = WaitFor(
+      [&]() {
+        auto n = StatNumber(env->ReadStats(), "ring_requests");
+        auto m = StatNumber(env->ReadStats(), "devfuse_requests");
+        return n && m && *n + *m >= 1000;
+      },
+      seconds(3));
+  EXPECT_TRUE(live) << "stats file not refreshed while mounted";
+  EXPECT_TRUE(env->Unmount());
+  return env->ReadStats();
+}
+
+class TransportStatsTest : public RingfsTestBase {
+ protected:
+  void StartWith(const std::string& transport) {
+    ASSERT_TRUE(NewEnv());
+    ASSERT_TRUE(env_->StartServer());
+    MountOptions o;
+    o.transport = transport;
+    o.extra = {"attr_timeout=0", "entry_timeout=0"};
+    ASSERT_TRUE(env_->Mount(o));
+  }
+};
+
+TEST_F(TransportStatsTest, UringServesRequestsFromRingCompletions) {
+  StartWith("uring");
+  if (HasFatalFailure()) return;
+  Stats stats = RunWorkloadAndStop(env_.get());
+  const std::string dump = ReadFileOrEmpty(env_->stats_path());
+  EXPECT_EQ(stats["transport"], "uring") << dump;
+  auto ring = StatNumber(stats, "ring_requests");
+  auto devfuse = StatNumber(stats, "devfuse_requests");
+  auto forgets = StatNumber(stats, "forgets");
+  ASSERT_TRUE(ring && devfuse && forgets) << "stats file lacks counters:\n" << dump;
+  EXPECT_GE(*ring, 1000u) << dump;
+  // Only INIT and FORGETs (plus at most a few INTERRUPT/DESTROY) may come through /dev/fuse.
+  const uint64_t non_forget = *devfuse - std::min(*devfuse, *forgets);
+  EXPECT_LE(non_forget, 8u) << dump;
+  EXPECT_LE(*devfuse * 20, *ring) << dump;
+  EXPECT_EQ(StatNumber(stats, "errors").value_or(0), 0u) << dump;
+}
+
+TEST_F(TransportStatsTest, ClassicUsesNoRing) {
+  StartWith("classic");
+  if (HasFatalFailure()) return;
+  Stats stats = RunWorkloadAndStop(env_.get());
+  const std::string dump = ReadFileOrEmpty(env_->stats_path());
+  EXPECT_EQ(stats["transport"], "classic") << dump;
+  EXPECT_EQ(StatNumber(stats, "ring_requests"), std::optional<uint64_t>(0)) << dump;
+  EXPECT_GE(StatNumber(stats, "devfuse_requests").value_or(0), 1000u) << dump;
+}
+
+TEST_F(TransportStatsTest, AutoUsesTheRingWhenEnabled) {
+  StartWith("auto");
+  if (HasFatalFailure()) return;
+  Stats stats = RunWorkloadAndStop(env_.get());
+  EXPECT_EQ(stats["transport"], "uring") << ReadFileOrEmpty(env_->stats_path());
+  EXPECT_GE(StatNumber(stats, "ring_requests").value_or(0), 1000u);
+}
+
+class DaemonTest : public RingfsTestBase {
+ protected:
+  void SetUp() override {
+    RingfsTestBase::SetUp();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(NewEnv());
+    ASSERT_TRUE(env_->StartServer());
+  }
+};
+
+TEST_F(DaemonTest, WithoutForegroundFlagDaemonizesOnceMounted) {
+  MountOptions o;
+  o.foreground = false;
+  ASSERT_TRUE(env_->Mount(o));  // Checks the parent exited 0 with the mount already there.
+  EXPECT_EQ(WriteFile(env_->Mnt("f"), "daemon"), 0);
+  EXPECT_EQ(ReadFile(env_->Exp("f")), "daemon");
+  EXPECT_FALSE(FindProcessesWithArg(env_->mount_dir()).empty()) << "no daemon left running";
+  EXPECT_TRUE(env_->UnmountDaemonized());
+}
+
+TEST_F(DaemonTest, MountHelperFollowsMount8Convention) {
+  struct stat st {};
+  ASSERT_EQ(::stat(BinPath("mount.ringfs").c_str(), &st), 0)
+      << BinPath("mount.ringfs") << " is missing: " << ErrnoName(errno);
+  MountOptions o;
+  o.use_mount_helper = true;
+  o.transport = "classic";
+  ASSERT_TRUE(env_->Mount(o));
+  EXPECT_EQ(WriteFile(env_->Mnt("f"), "helper"), 0);
+  EXPECT_EQ(ReadFile(env_->Exp("f")), "helper");
+  EXPECT_TRUE(env_->UnmountDaemonized());
+}
+
+TEST_F(DaemonTest, ServerOnUnixSocketStartsAndStops) {
+  // A second server in the same tree, listening on a Unix socket.
+  RingfsEnv unix_env;
+  ASSERT_TRUE(unix_env.Init());
+  ServerOptions so;
+  so.listen = "unix:" + unix_env.base() + "/ringfs.sock";
+  ASSERT_TRUE(unix_env.StartServer(so));
+  struct stat st {};
+  ASSERT_EQ(::stat((unix_env.base() + "/ringfs.sock").c_str(), &st), 0) << ErrnoName(errno);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_TRUE(unix_env.StopServer());
+  unix_env.Teardown();
+  EXPECT_EQ(unix_env.teardown_notes(), "");
+}
+
+class EdgeTest : public RingfsTestBase {};
+
+TEST_F(EdgeTest, WrongTokenIsRefusedWithAClearMessage) {
+  ASSERT_TRUE(NewEnv());
+  const std::string right = env_->base() + "/token.right";
+  const std::string wrong = env_->base() + "/token.wrong";
+  ASSERT_EQ(WriteFile(right, "correct horse battery staple\n", 0600), 0);
+  ASSERT_EQ(WriteFile(wrong, "incorrect donkey\n", 0600), 0);
+  ServerOptions so;
+  so.token_file = right;
+  ASSERT_TRUE(env_->StartServer(so));
+
+  MountOptions o;
+  o.token_file = wrong;
+  auto status = env_->MountExpectingFailure(o, env_->server_address(), seconds(20));
+  ASSERT_TRUE(status.has_value()) << "a mount with the wrong token neither failed nor gave up "
+                                     "within 20 s";
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "mount with a wrong token " << DescribeWaitStatus(*status);
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+  const std::string log = Lower(ReadFileOrEmpty(env_->mount_log()));
+  EXPECT_TRUE(log.find("token") != std::string::npos || log.find("auth") != std::string::npos)
+      << "the mount's message should say that authentication failed:\n"
+      << log;
+  const std::string slog = Lower(ReadFileOrEmpty(env_->server_log()));
+  EXPECT_TRUE(slog.find("token") != std::string::npos || slog.find("auth") != std::string::npos)
+      << "the server should log the refused client:\n"
+      << slog;
+
+  // No token at all is refused too, and the server keeps serving: the right token mounts.
+  o.token_file.clear();
+  status = env_->MountExpectingFailure(o, env_->server_address(), seconds(20));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "mount without a token";
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+  o.token_file = right;
+  ASSERT_TRUE(env_->Mount(o));
+  EXPECT_EQ(WriteFile(env_->Mnt("ok"), "authenticated"), 0);
+  EXPECT_EQ(ReadFile(env_->Exp("ok")), "authenticated");
+  EXPECT_TRUE(env_->Unmount());
+}
+
+TEST_F(EdgeTest, NoServerFailsWithinBoundedTime) {
+  ASSERT_TRUE(NewEnv());
+  const int port = UnusedLoopbackPort();
+  ASSERT_GT(port, 0);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  for (const char* transport : {"uring", "classic"}) {
+    SCOPED_TRACE(transport);
+    MountOptions o;
+    o.transport = transport;
+    const auto start = Clock::now();
+    auto status = env_->MountExpectingFailure(o, address, seconds(30));
+    const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
+    ASSERT_TRUE(status.has_value())
+        << "mount to " << address << " (nothing listening) still running after 30 s";
+    EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << "mount without a server " << DescribeWaitStatus(*status);
+    EXPECT_FALSE(IsMounted(env_->mount_dir()));
+    const std::string log = Lower(ReadFileOrEmpty(env_->mount_log()));
+    EXPECT_TRUE(log.find(std::to_string(port)) != std::string::npos ||
+                log.find("connect") != std::string::npos ||
+                log.find("refused") != std::string::npos)
+        << "the message should name the address or the connection failure:\n"
+        << log;
+    RecordProperty(std::string("fail_ms_") + transport, static_cast<int>(took.count()));
+  }
+}
+
+TEST_F(EdgeTest, MountOnMissingMountpointFails) {
+  ASSERT_TRUE(NewEnv());
+  ASSERT_TRUE(env_->StartServer());
+  std::vector<std::string> argv = {BinPath("ringfs-mount"),
+                                   env_->server_address() + ":/",
+                                   env_->base() + "/does/not/exist",
+                                   "-f",
+                                   "-o",
+                                   "transport=classic"};
+  auto status = RunCommand(argv, env_->mount_log(), seconds(20));
+  ASSERT_TRUE(status.has_value()) << "still running after 20 s";
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+  EXPECT_NE(ReadFileOrEmpty(env_->mount_log()), "") << "no message at all";
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(LifecycleTest);
+
+}  // namespace
+}  // namespace ringfs::testing

@@ -1,0 +1,694 @@
+// Every FUSE operation ringfs supports, exercised through a real mount with plain syscalls,
+// for both transports. Results are checked through the mount and, where it says something,
+// directly in the export directory; errno is checked exactly where POSIX fixes it.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+constexpr long kFuseSuperMagic = 0x65735546;
+
+class OpsTest : public MountedTest {};
+
+struct stat Stat(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path << ": " << ErrnoName(errno);
+  return st;
+}
+
+struct stat Lstat(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(path.c_str(), &st), 0) << path << ": " << ErrnoName(errno);
+  return st;
+}
+
+TEST_P(OpsTest, CreateWriteReadClose) {
+  int fd = ::open(Mnt("hello").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0666);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_EQ(::write(fd, "hello, ring", 11), 11) << ErrnoName(errno);
+  ASSERT_EQ(::close(fd), 0) << ErrnoName(errno);
+
+  fd = ::open(Mnt("hello").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  char buf[64] = {};
+  EXPECT_EQ(::read(fd, buf, sizeof(buf)), 11);
+  EXPECT_STREQ(buf, "hello, ring");
+  EXPECT_EQ(::read(fd, buf, sizeof(buf)), 0) << "EOF expected";
+  EXPECT_EQ(::close(fd), 0);
+
+  EXPECT_EQ(ReadFile(Exp("hello")), "hello, ring");
+  struct stat st = Stat(Mnt("hello"));
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "0666 & ~umask 022";
+  EXPECT_EQ(st.st_size, 11);
+
+  // O_TRUNC empties it; a missing file without O_CREAT is ENOENT.
+  fd = ::open(Mnt("hello").c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ::close(fd);
+  EXPECT_EQ(Stat(Mnt("hello")).st_size, 0);
+  EXPECT_EQ(RINGFS_ERRNO(::open(Mnt("missing").c_str(), O_RDONLY)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::open(Mnt("hello").c_str(), O_RDONLY | O_DIRECTORY)), ENOTDIR);
+}
+
+TEST_P(OpsTest, LargeSingleWriteAndRead) {
+  const size_t kSize = 4 << 20;
+  std::vector<char> data = RandomBytes(kSize, 7);
+  int fd = ::open(Mnt("big").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_EQ(PwriteAll(fd, data.data(), kSize, 0), 0);
+  std::vector<char> back(kSize);
+  ASSERT_EQ(PreadAll(fd, back.data(), kSize, 0), static_cast<ssize_t>(kSize));
+  EXPECT_TRUE(back == data);
+  ::close(fd);
+  std::string exported = ReadFile(Exp("big"));
+  ASSERT_EQ(exported.size(), kSize);
+  EXPECT_EQ(memcmp(exported.data(), data.data(), kSize), 0);
+}
+
+TEST_P(OpsTest, StatAndFstatMatchExport) {
+  ASSERT_EQ(WriteFile(Mnt("f"), std::string(12345, 'x')), 0);
+  struct stat m = Stat(Mnt("f"));
+  struct stat e = Stat(Exp("f"));
+  EXPECT_EQ(m.st_size, 12345);
+  EXPECT_EQ(m.st_size, e.st_size);
+  EXPECT_EQ(m.st_mode, e.st_mode);
+  EXPECT_EQ(m.st_uid, e.st_uid);
+  EXPECT_EQ(m.st_gid, e.st_gid);
+  EXPECT_EQ(m.st_nlink, e.st_nlink);
+  EXPECT_EQ(m.st_mtim.tv_sec, e.st_mtim.tv_sec);
+  EXPECT_EQ(m.st_mtim.tv_nsec, e.st_mtim.tv_nsec);
+
+  int fd = ::open(Mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct stat f {};
+  ASSERT_EQ(::fstat(fd, &f), 0) << ErrnoName(errno);
+  EXPECT_EQ(f.st_ino, m.st_ino);
+  EXPECT_EQ(f.st_size, 12345);
+  ::close(fd);
+
+  struct stat root = Stat(env_->mount_dir());
+  EXPECT_TRUE(S_ISDIR(root.st_mode));
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("nope").c_str(), &f)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("f/child").c_str(), &f)), ENOTDIR);
+}
+
+TEST_P(OpsTest, Chmod) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  ASSERT_EQ(::chmod(Mnt("f").c_str(), 0600), 0) << ErrnoName(errno);
+  EXPECT_EQ(Stat(Mnt("f")).st_mode & 07777, 0600u);
+  EXPECT_EQ(Stat(Exp("f")).st_mode & 07777, 0600u);
+  int fd = ::open(Mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fchmod(fd, 04751), 0) << ErrnoName(errno);
+  ::close(fd);
+  EXPECT_EQ(Stat(Mnt("f")).st_mode & 07777, 04751u);
+  EXPECT_EQ(Stat(Exp("f")).st_mode & 07777, 04751u);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(Mnt("d").c_str(), 01777), 0) << ErrnoName(errno);
+  EXPECT_EQ(Stat(Exp("d")).st_mode & 07777, 01777u);
+}
+
+TEST_P(OpsTest, ChownAsRoot) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  ASSERT_EQ(::chown(Mnt("f").c_str(), 65534, 65534), 0) << ErrnoName(errno);
+  struct stat m = Stat(Mnt("f"));
+  EXPECT_EQ(m.st_uid, 65534u);
+  EXPECT_EQ(m.st_gid, 65534u);
+  struct stat e = Stat(Exp("f"));
+  EXPECT_EQ(e.st_uid, 65534u);
+  EXPECT_EQ(e.st_gid, 65534u);
+  // -1 leaves a field alone.
+  ASSERT_EQ(::chown(Mnt("f").c_str(), -1, 0), 0) << ErrnoName(errno);
+  e = Stat(Exp("f"));
+  EXPECT_EQ(e.st_uid, 65534u);
+  EXPECT_EQ(e.st_gid, 0u);
+  int fd = ::open(Mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fchown(fd, 0, 0), 0) << ErrnoName(errno);
+  ::close(fd);
+  EXPECT_EQ(Stat(Exp("f")).st_uid, 0u);
+}
+
+TEST_P(OpsTest, TruncateAndFtruncate) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "0123456789abcdef"), 0);
+  ASSERT_EQ(::truncate(Mnt("f").c_str(), 10), 0) << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(Mnt("f")), "0123456789");
+  EXPECT_EQ(ReadFile(Exp("f")), "0123456789");
+  ASSERT_EQ(::truncate(Mnt("f").c_str(), 20), 0) << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(Mnt("f")), std::string("0123456789") + std::string(10, '\0'));
+  EXPECT_EQ(Stat(Exp("f")).st_size, 20);
+  int fd = ::open(Mnt("f").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, 3), 0) << ErrnoName(errno);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 3);
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  ::close(fd);
+  EXPECT_EQ(Stat(Exp("f")).st_size, 0);
+  EXPECT_EQ(RINGFS_ERRNO(::truncate(Mnt("missing").c_str(), 0)), ENOENT);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::truncate(Mnt("d").c_str(), 0)), EISDIR);
+}
+
+TEST_P(OpsTest, Utimensat) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  const timespec times[2] = {{1000000000, 111111111}, {1200000000, 222222222}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, Mnt("f").c_str(), times, 0), 0) << ErrnoName(errno);
+  struct stat e = Stat(Exp("f"));
+  EXPECT_EQ(e.st_atim.tv_sec, 1000000000);
+  EXPECT_EQ(e.st_atim.tv_nsec, 111111111);
+  EXPECT_EQ(e.st_mtim.tv_sec, 1200000000);
+  EXPECT_EQ(e.st_mtim.tv_nsec, 222222222);
+  struct stat m = Stat(Mnt("f"));
+  EXPECT_EQ(m.st_mtim.tv_sec, 1200000000);
+  EXPECT_EQ(m.st_mtim.tv_nsec, 222222222);
+
+  // UTIME_NOW for mtime, UTIME_OMIT keeps atime.
+  timespec before{};
+  ::clock_gettime(CLOCK_REALTIME, &before);
+  const timespec now_omit[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, Mnt("f").c_str(), now_omit, 0), 0) << ErrnoName(errno);
+  timespec after{};
+  ::clock_gettime(CLOCK_REALTIME, &after);
+  e = Stat(Exp("f"));
+  EXPECT_EQ(e.st_atim.tv_sec, 1000000000) << "UTIME_OMIT must keep atime";
+  EXPECT_GE(e.st_mtim.tv_sec, before.tv_sec - 1);
+  EXPECT_LE(e.st_mtim.tv_sec, after.tv_sec + 1);
+
+  // futimens(NULL) = both now.
+  int fd = ::open(Mnt("f").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::futimens(fd, nullptr), 0) << ErrnoName(errno);
+  ::close(fd);
+  e = Stat(Exp("f"));
+  EXPECT_GE(e.st_atim.tv_sec, before.tv_sec - 1);
+  EXPECT_GE(e.st_mtim.tv_sec, before.tv_sec - 1);
+}
+
+TEST_P(OpsTest, SymlinkAndReadlink) {
+  const std::string target = "some/where/that/does/not/exist";
+  ASSERT_EQ(::symlink(target.c_str(), Mnt("link").c_str()), 0) << ErrnoName(errno);
+  char buf[256] = {};
+  ASSERT_EQ(::readlink(Mnt("link").c_str(), buf, sizeof(buf)), static_cast<ssize_t>(target.size()))
+      << ErrnoName(errno);
+  EXPECT_EQ(std::string(buf), target);
+  struct stat st = Lstat(Mnt("link"));
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(st.st_size, static_cast<off_t>(target.size()));
+  memset(buf, 0, sizeof(buf));
+  ASSERT_GT(::readlink(Exp("link").c_str(), buf, sizeof(buf)), 0);
+  EXPECT_EQ(std::string(buf), target);
+  // A dangling link: stat follows it and fails, open too.
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("link").c_str(), &st)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::symlink("x", Mnt("link").c_str())), EEXIST);
+  ASSERT_EQ(WriteFile(Mnt("file"), "x"), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::readlink(Mnt("file").c_str(), buf, sizeof(buf))), EINVAL);
+
+  // A relative link inside the export works through the mount.
+  ASSERT_EQ(WriteFile(Mnt("real"), "through the link"), 0);
+  ASSERT_EQ(::symlink("real", Mnt("rel").c_str()), 0);
+  EXPECT_EQ(ReadFile(Mnt("rel")), "through the link");
+}
+
+TEST_P(OpsTest, MknodRegularAndFifo) {
+  ASSERT_EQ(::mknod(Mnt("reg").c_str(), S_IFREG | 0640, 0), 0) << ErrnoName(errno);
+  struct stat st = Stat(Mnt("reg"));
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  EXPECT_EQ(st.st_size, 0);
+  EXPECT_TRUE(S_ISREG(Stat(Exp("reg")).st_mode));
+
+  ASSERT_EQ(::mkfifo(Mnt("fifo").c_str(), 0600), 0) << ErrnoName(errno);
+  st = Stat(Mnt("fifo"));
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_TRUE(S_ISFIFO(Stat(Exp("fifo")).st_mode));
+  // The pipe itself lives in the client kernel.
+  int fd = ::open(Mnt("fifo").c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_EQ(::write(fd, "pipe", 4), 4);
+  char buf[8] = {};
+  EXPECT_EQ(::read(fd, buf, sizeof(buf)), 4);
+  EXPECT_STREQ(buf, "pipe");
+  ::close(fd);
+
+  EXPECT_EQ(RINGFS_ERRNO(::mknod(Mnt("reg").c_str(), S_IFREG | 0600, 0)), EEXIST);
+}
+
+TEST_P(OpsTest, MkdirAndRmdir) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0750), 0) << ErrnoName(errno);
+  struct stat st = Stat(Mnt("d"));
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0750u);
+  EXPECT_TRUE(S_ISDIR(Stat(Exp("d")).st_mode));
+  EXPECT_EQ(RINGFS_ERRNO(::mkdir(Mnt("d").c_str(), 0755)), EEXIST);
+  ASSERT_EQ(::mkdir(Mnt("d/sub").c_str(), 0755), 0) << ErrnoName(errno);
+  ASSERT_EQ(WriteFile(Mnt("d/sub/f"), "x"), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::rmdir(Mnt("d").c_str())), ENOTEMPTY);
+  EXPECT_EQ(RINGFS_ERRNO(::rmdir(Mnt("d/sub/f").c_str())), ENOTDIR);
+  EXPECT_EQ(RINGFS_ERRNO(::rmdir(Mnt("missing").c_str())), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::mkdir(Mnt("missing/x").c_str(), 0755)), ENOENT);
+  ASSERT_EQ(::unlink(Mnt("d/sub/f").c_str()), 0);
+  ASSERT_EQ(::rmdir(Mnt("d/sub").c_str()), 0) << ErrnoName(errno);
+  ASSERT_EQ(::rmdir(Mnt("d").c_str()), 0) << ErrnoName(errno);
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("d").c_str(), &st)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::lstat(Exp("d").c_str(), &st)), ENOENT);
+}
+
+TEST_P(OpsTest, Unlink) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  ASSERT_EQ(::unlink(Mnt("f").c_str()), 0) << ErrnoName(errno);
+  struct stat st {};
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("f").c_str(), &st)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::lstat(Exp("f").c_str(), &st)), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::unlink(Mnt("f").c_str())), ENOENT);
+  EXPECT_EQ(RINGFS_ERRNO(::unlink(Mnt("never").c_str())), ENOENT);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::unlink(Mnt("d").c_str())), EISDIR);
+
+  // An open file stays readable after unlink.
+  ASSERT_EQ(WriteFile(Mnt("open"), "still here"), 0);
+  int fd = ::open(Mnt("open").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::unlink(Mnt("open").c_str()), 0);
+  char buf[32] = {};
+  EXPECT_EQ(::pread(fd, buf, sizeof(buf), 0), 10) << ErrnoName(errno);
+  EXPECT_STREQ(buf, "still here");
+  ::close(fd);
+}
+
+TEST_P(OpsTest, Rename) {
+  ASSERT_EQ(WriteFile(Mnt("a"), "content of a"), 0);
+  ASSERT_EQ(::rename(Mnt("a").c_str(), Mnt("b").c_str()), 0) << ErrnoName(errno);
+  struct stat st {};
+  EXPECT_EQ(RINGFS_ERRNO(::stat(Mnt("a").c_str(), &st)), ENOENT);
+  EXPECT_EQ(ReadFile(Mnt("b")), "content of a");
+  EXPECT_EQ(ReadFile(Exp("b")), "content of a");
+  // Over an existing file: replaced.
+  ASSERT_EQ(WriteFile(Mnt("c"), "old c"), 0);
+  ASSERT_EQ(::rename(Mnt("b").c_str(), Mnt("c").c_str()), 0) << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(Mnt("c")), "content of a");
+  // Into another directory, and a directory itself.
+  ASSERT_EQ(::mkdir(Mnt("d1").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(Mnt("d2").c_str(), 0755), 0);
+  ASSERT_EQ(::rename(Mnt("c").c_str(), Mnt("d1/c").c_str()), 0) << ErrnoName(errno);
+  ASSERT_EQ(::rename(Mnt("d1").c_str(), Mnt("d2/d1").c_str()), 0) << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(Mnt("d2/d1/c")), "content of a");
+  EXPECT_EQ(ReadFile(Exp("d2/d1/c")), "content of a");
+  EXPECT_EQ(RINGFS_ERRNO(::rename(Mnt("missing").c_str(), Mnt("x").c_str())), ENOENT);
+  // A directory over a non-empty directory.
+  ASSERT_EQ(::mkdir(Mnt("d3").c_str(), 0755), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::rename(Mnt("d3").c_str(), Mnt("d2").c_str())), ENOTEMPTY);
+  // A file over a directory and the reverse.
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::rename(Mnt("f").c_str(), Mnt("d3").c_str())), EISDIR);
+  EXPECT_EQ(RINGFS_ERRNO(::rename(Mnt("d3").c_str(), Mnt("f").c_str())), ENOTDIR);
+}
+
+TEST_P(OpsTest, RenameNoReplace) {
+  ASSERT_EQ(WriteFile(Mnt("a"), "a"), 0);
+  ASSERT_EQ(WriteFile(Mnt("b"), "b"), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::renameat2(AT_FDCWD, Mnt("a").c_str(), AT_FDCWD, Mnt("b").c_str(),
+                                     RENAME_NOREPLACE)),
+            EEXIST);
+  EXPECT_EQ(ReadFile(Exp("a")), "a");
+  EXPECT_EQ(ReadFile(Exp("b")), "b");
+  ASSERT_EQ(::renameat2(AT_FDCWD, Mnt("a").c_str(), AT_FDCWD, Mnt("c").c_str(), RENAME_NOREPLACE),
+            0)
+      << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(Mnt("c")), "a");
+  struct stat st {};
+  EXPECT_EQ(RINGFS_ERRNO(::lstat(Exp("a").c_str(), &st)), ENOENT);
+}
+
+TEST_P(OpsTest, RenameExchange) {
+  ASSERT_EQ(WriteFile(Mnt("a"), "first"), 0);
+  ASSERT_EQ(::mkdir(Mnt("b").c_str(), 0755), 0);
+  ASSERT_EQ(WriteFile(Mnt("b/inside"), "second"), 0);
+  ASSERT_EQ(::renameat2(AT_FDCWD, Mnt("a").c_str(), AT_FDCWD, Mnt("b").c_str(), RENAME_EXCHANGE), 0)
+      << ErrnoName(errno);
+  EXPECT_TRUE(S_ISDIR(Stat(Mnt("a")).st_mode));
+  EXPECT_EQ(ReadFile(Mnt("a/inside")), "second");
+  EXPECT_EQ(ReadFile(Mnt("b")), "first");
+  EXPECT_EQ(ReadFile(Exp("a/inside")), "second");
+  EXPECT_EQ(ReadFile(Exp("b")), "first");
+  EXPECT_EQ(RINGFS_ERRNO(::renameat2(AT_FDCWD, Mnt("b").c_str(), AT_FDCWD, Mnt("missing").c_str(),
+                                     RENAME_EXCHANGE)),
+            ENOENT);
+}
+
+TEST_P(OpsTest, HardLink) {
+  ASSERT_EQ(WriteFile(Mnt("a"), "shared"), 0);
+  ASSERT_EQ(::link(Mnt("a").c_str(), Mnt("b").c_str()), 0) << ErrnoName(errno);
+  struct stat a = Stat(Mnt("a"));
+  struct stat b = Stat(Mnt("b"));
+  EXPECT_EQ(a.st_nlink, 2u);
+  EXPECT_EQ(b.st_nlink, 2u);
+  EXPECT_EQ(a.st_ino, b.st_ino);
+  struct stat ea = Stat(Exp("a"));
+  struct stat eb = Stat(Exp("b"));
+  EXPECT_EQ(ea.st_ino, eb.st_ino);
+  EXPECT_EQ(ea.st_nlink, 2u);
+  // Writing through one name shows through the other.
+  int fd = ::open(Mnt("b").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "!", 1), 1);
+  ::close(fd);
+  EXPECT_EQ(ReadFile(Mnt("a")), "shared!");
+  EXPECT_EQ(RINGFS_ERRNO(::link(Mnt("a").c_str(), Mnt("b").c_str())), EEXIST);
+  ASSERT_EQ(::unlink(Mnt("a").c_str()), 0);
+  EXPECT_EQ(Stat(Mnt("b")).st_nlink, 1u);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::link(Mnt("d").c_str(), Mnt("d2").c_str())), EPERM);
+}
+
+std::map<std::string, unsigned char> ListDir(const std::string& path) {
+  std::map<std::string, unsigned char> out;
+  DIR* dir = ::opendir(path.c_str());
+  EXPECT_NE(dir, nullptr) << path << ": " << ErrnoName(errno);
+  if (!dir) return out;
+  errno = 0;
+  while (dirent* d = ::readdir(dir)) {
+    EXPECT_TRUE(out.emplace(d->d_name, d->d_type).second) << "duplicate entry " << d->d_name;
+  }
+  EXPECT_EQ(errno, 0) << "readdir: " << ErrnoName(errno);
+  ::closedir(dir);
+  return out;
+}
+
+TEST_P(OpsTest, OpendirReaddir) {
+  ASSERT_EQ(WriteFile(Mnt("file"), "x"), 0);
+  ASSERT_EQ(::mkdir(Mnt("dir").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("file", Mnt("link").c_str()), 0);
+  ASSERT_EQ(::mkfifo(Mnt("fifo").c_str(), 0644), 0);
+  std::map<std::string, unsigned char> entries = ListDir(env_->mount_dir());
+  std::set<std::string> names;
+  for (auto& [name, type] : entries) names.insert(name);
+  EXPECT_EQ(names, (std::set<std::string>{".", "..", "file", "dir", "link", "fifo"}));
+  EXPECT_EQ(entries["file"], DT_REG);
+  EXPECT_EQ(entries["dir"], DT_DIR);
+  EXPECT_EQ(entries["link"], DT_LNK);
+  EXPECT_EQ(entries["fifo"], DT_FIFO);
+  std::map<std::string, unsigned char> empty = ListDir(Mnt("dir"));
+  EXPECT_EQ(empty.size(), 2u) << "an empty directory lists . and ..";
+
+  // rewinddir gives the same listing again; opendir on a file is ENOTDIR.
+  DIR* dir = ::opendir(env_->mount_dir().c_str());
+  ASSERT_NE(dir, nullptr);
+  int first = 0, second = 0;
+  while (::readdir(dir)) ++first;
+  ::rewinddir(dir);
+  while (::readdir(dir)) ++second;
+  ::closedir(dir);
+  EXPECT_EQ(first, 6);
+  EXPECT_EQ(second, 6);
+  errno = 0;
+  EXPECT_EQ(::opendir(Mnt("file").c_str()), nullptr);
+  EXPECT_EQ(errno, ENOTDIR);
+}
+
+TEST_P(OpsTest, FsyncAndFdatasync) {
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "durable", 7), 7);
+  EXPECT_EQ(::fsync(fd), 0) << ErrnoName(errno);
+  ASSERT_EQ(::pwrite(fd, "D", 1, 0), 1);
+  EXPECT_EQ(::fdatasync(fd), 0) << ErrnoName(errno);
+  ::close(fd);
+  EXPECT_EQ(ReadFile(Exp("f")), "Durable");
+}
+
+TEST_P(OpsTest, FsyncDirectory) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  ASSERT_EQ(WriteFile(Mnt("d/f"), "x"), 0);
+  int fd = ::open(Mnt("d").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  EXPECT_EQ(::fsync(fd), 0) << ErrnoName(errno);
+  EXPECT_EQ(::fdatasync(fd), 0) << ErrnoName(errno);
+  ::close(fd);
+  fd = ::open(env_->mount_dir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::fsync(fd), 0) << ErrnoName(errno);
+  ::close(fd);
+}
+
+TEST_P(OpsTest, Statfs) {
+  struct statfs fs {};
+  ASSERT_EQ(::statfs(env_->mount_dir().c_str(), &fs), 0) << ErrnoName(errno);
+  EXPECT_EQ(fs.f_type, kFuseSuperMagic);
+  struct statvfs m {
+  }, e{};
+  ASSERT_EQ(::statvfs(env_->mount_dir().c_str(), &m), 0) << ErrnoName(errno);
+  ASSERT_EQ(::statvfs(env_->export_dir().c_str(), &e), 0);
+  EXPECT_GT(m.f_blocks, 0u);
+  EXPECT_GT(m.f_bsize, 0u);
+  EXPECT_GT(m.f_namemax, 0u);
+  // Capacity is the export's filesystem's (the server reports statvfs of the export).
+  const double mount_bytes = static_cast<double>(m.f_blocks) * m.f_frsize;
+  const double export_bytes = static_cast<double>(e.f_blocks) * e.f_frsize;
+  EXPECT_NEAR(mount_bytes / export_bytes, 1.0, 0.01);
+  const double mount_free = static_cast<double>(m.f_bavail) * m.f_frsize;
+  const double export_free = static_cast<double>(e.f_bavail) * e.f_frsize;
+  EXPECT_NEAR(mount_free / export_bytes, export_free / export_bytes, 0.02);
+  EXPECT_EQ(m.f_files, e.f_files);
+  struct statvfs sub {};
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  ASSERT_EQ(::statvfs(Mnt("d").c_str(), &sub), 0) << ErrnoName(errno);
+  EXPECT_EQ(sub.f_blocks, m.f_blocks);
+}
+
+TEST_P(OpsTest, Xattrs) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  const std::string path = Mnt("f");
+  ASSERT_EQ(::setxattr(path.c_str(), "user.color", "indigo", 6, 0), 0) << ErrnoName(errno);
+  char buf[256] = {};
+  EXPECT_EQ(::getxattr(path.c_str(), "user.color", buf, sizeof(buf)), 6) << ErrnoName(errno);
+  EXPECT_EQ(std::string(buf, 6), "indigo");
+  EXPECT_EQ(::getxattr(path.c_str(), "user.color", nullptr, 0), 6) << "size query";
+  EXPECT_EQ(RINGFS_ERRNO(::getxattr(path.c_str(), "user.color", buf, 3)), ERANGE);
+  EXPECT_EQ(RINGFS_ERRNO(::getxattr(path.c_str(), "user.missing", buf, sizeof(buf))), ENODATA);
+  // Visible in the export.
+  memset(buf, 0, sizeof(buf));
+  EXPECT_EQ(::getxattr(Exp("f").c_str(), "user.color", buf, sizeof(buf)), 6);
+  EXPECT_EQ(std::string(buf), "indigo");
+  // Flags.
+  EXPECT_EQ(RINGFS_ERRNO(::setxattr(path.c_str(), "user.color", "x", 1, XATTR_CREATE)), EEXIST);
+  EXPECT_EQ(RINGFS_ERRNO(::setxattr(path.c_str(), "user.none", "x", 1, XATTR_REPLACE)), ENODATA);
+  ASSERT_EQ(::setxattr(path.c_str(), "user.color", "teal", 4, XATTR_REPLACE), 0);
+  ASSERT_EQ(::setxattr(path.c_str(), "user.empty", "", 0, 0), 0) << ErrnoName(errno);
+  EXPECT_EQ(::getxattr(path.c_str(), "user.empty", buf, sizeof(buf)), 0);
+  // A binary value with NULs survives.
+  const char bin[5] = {'a', '\0', 'b', '\0', 'c'};
+  ASSERT_EQ(::setxattr(path.c_str(), "user.bin", bin, 5, 0), 0);
+  EXPECT_EQ(::getxattr(path.c_str(), "user.bin", buf, sizeof(buf)), 5);
+  EXPECT_EQ(memcmp(buf, bin, 5), 0);
+
+  // listxattr: exact size, ERANGE on a small buffer.
+  ssize_t size = ::listxattr(path.c_str(), nullptr, 0);
+  ASSERT_GT(size, 0) << ErrnoName(errno);
+  std::vector<char> list(size);
+  ASSERT_EQ(::listxattr(path.c_str(), list.data(), list.size()), size);
+  std::set<std::string> names;
+  for (ssize_t i = 0; i < size;) {
+    std::string n(list.data() + i);
+    i += n.size() + 1;
+    if (n.rfind("user.", 0) == 0) names.insert(n);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"user.color", "user.empty", "user.bin"}));
+  EXPECT_EQ(RINGFS_ERRNO(::listxattr(path.c_str(), list.data(), 2)), ERANGE);
+
+  ASSERT_EQ(::removexattr(path.c_str(), "user.color"), 0) << ErrnoName(errno);
+  EXPECT_EQ(RINGFS_ERRNO(::getxattr(path.c_str(), "user.color", buf, sizeof(buf))), ENODATA);
+  EXPECT_EQ(RINGFS_ERRNO(::removexattr(path.c_str(), "user.color")), ENODATA);
+  EXPECT_EQ(RINGFS_ERRNO(::getxattr(Exp("f").c_str(), "user.color", buf, sizeof(buf))), ENODATA);
+  // fd-based variants and a directory.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fsetxattr(fd, "user.fd", "1", 1, 0), 0) << ErrnoName(errno);
+  EXPECT_EQ(::fgetxattr(fd, "user.fd", buf, sizeof(buf)), 1);
+  ::close(fd);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  ASSERT_EQ(::setxattr(Mnt("d").c_str(), "user.dir", "yes", 3, 0), 0) << ErrnoName(errno);
+  EXPECT_EQ(::getxattr(Exp("d").c_str(), "user.dir", buf, sizeof(buf)), 3);
+}
+
+TEST_P(OpsTest, Access) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x", 0644), 0);
+  ASSERT_EQ(::chmod(Mnt("f").c_str(), 0644), 0);
+  EXPECT_EQ(::access(Mnt("f").c_str(), F_OK), 0) << ErrnoName(errno);
+  EXPECT_EQ(::access(Mnt("f").c_str(), R_OK | W_OK), 0) << ErrnoName(errno);
+  // Even root needs one x bit to execute.
+  EXPECT_EQ(RINGFS_ERRNO(::access(Mnt("f").c_str(), X_OK)), EACCES);
+  ASSERT_EQ(::chmod(Mnt("f").c_str(), 0744), 0);
+  EXPECT_EQ(::access(Mnt("f").c_str(), X_OK), 0) << ErrnoName(errno);
+  EXPECT_EQ(RINGFS_ERRNO(::access(Mnt("missing").c_str(), F_OK)), ENOENT);
+  EXPECT_EQ(::faccessat(AT_FDCWD, Mnt("f").c_str(), R_OK, AT_EACCESS), 0) << ErrnoName(errno);
+}
+
+TEST_P(OpsTest, Fallocate) {
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::fallocate(fd, 0, 0, 1 << 20), 0) << ErrnoName(errno);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 1 << 20);
+  struct stat e = Stat(Exp("f"));
+  EXPECT_EQ(e.st_size, 1 << 20);
+  EXPECT_GE(e.st_blocks * 512, 1 << 20) << "space is really allocated in the export";
+  // KEEP_SIZE allocates past EOF without changing the size.
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20), 0) << ErrnoName(errno);
+  EXPECT_EQ(Stat(Exp("f")).st_size, 1 << 20);
+  // Punch a hole into written data: it reads back as zeros.
+  std::vector<char> data(1 << 20, 'z');
+  ASSERT_EQ(PwriteAll(fd, data.data(), data.size(), 0), 0);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 65536, 65536), 0)
+      << ErrnoName(errno);
+  std::vector<char> back(1 << 20);
+  ASSERT_EQ(PreadAll(fd, back.data(), back.size(), 0), 1 << 20);
+  std::vector<char> want = data;
+  std::fill(want.begin() + 65536, want.begin() + 131072, 0);
+  EXPECT_TRUE(back == want);
+  std::string exported = ReadFile(Exp("f"));
+  EXPECT_TRUE(exported.size() == want.size() &&
+              memcmp(exported.data(), want.data(), want.size()) == 0);
+  ::close(fd);
+  fd = ::open(Mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_EQ(RINGFS_ERRNO(::fallocate(fd, 0, 0, 4096)), EBADF);
+  ::close(fd);
+}
+
+TEST_P(OpsTest, LseekDataAndHole) {
+  // Data at [0, 64K) and [1M, 1M+64K), size 2M. Block-aligned so any fs reports it exactly.
+  int fd = ::open(Mnt("sparse").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  std::vector<char> data(65536, 'd');
+  ASSERT_EQ(PwriteAll(fd, data.data(), data.size(), 0), 0);
+  ASSERT_EQ(PwriteAll(fd, data.data(), data.size(), 1 << 20), 0);
+  ASSERT_EQ(::ftruncate(fd, 2 << 20), 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_DATA), 0) << ErrnoName(errno);
+  EXPECT_EQ(::lseek(fd, 0, SEEK_HOLE), 65536) << ErrnoName(errno);
+  EXPECT_EQ(::lseek(fd, 65536, SEEK_DATA), 1 << 20) << ErrnoName(errno);
+  EXPECT_EQ(::lseek(fd, 1 << 20, SEEK_HOLE), (1 << 20) + 65536) << ErrnoName(errno);
+  EXPECT_EQ(::lseek(fd, (1 << 20) + 65536, SEEK_HOLE), (1 << 20) + 65536);
+  EXPECT_EQ(RINGFS_ERRNO(::lseek(fd, (1 << 20) + 65536, SEEK_DATA)), ENXIO);
+  EXPECT_EQ(RINGFS_ERRNO(::lseek(fd, 3 << 20, SEEK_DATA)), ENXIO);
+  EXPECT_EQ(RINGFS_ERRNO(::lseek(fd, 3 << 20, SEEK_HOLE)), ENXIO);
+  // SEEK_SET/CUR/END are the kernel's own.
+  EXPECT_EQ(::lseek(fd, 0, SEEK_END), 2 << 20);
+  ::close(fd);
+}
+
+TEST_P(OpsTest, CopyFileRange) {
+  const size_t kSize = 1 << 20;
+  std::vector<char> src_data = RandomBytes(kSize, 99);
+  int src = ::open(Mnt("src").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  int dst = ::open(Mnt("dst").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(src, 0);
+  ASSERT_GE(dst, 0);
+  ASSERT_EQ(PwriteAll(src, src_data.data(), kSize, 0), 0);
+  loff_t in_off = 4096, out_off = 8192;
+  size_t left = 512 * 1024;
+  while (left > 0) {
+    ssize_t n = ::copy_file_range(src, &in_off, dst, &out_off, left, 0);
+    ASSERT_GT(n, 0) << ErrnoName(errno);
+    left -= n;
+  }
+  EXPECT_EQ(in_off, 4096 + 512 * 1024);
+  EXPECT_EQ(out_off, 8192 + 512 * 1024);
+  std::vector<char> want(8192 + 512 * 1024, 0);
+  memcpy(want.data() + 8192, src_data.data() + 4096, 512 * 1024);
+  std::vector<char> back(want.size() + 100);
+  ASSERT_EQ(PreadAll(dst, back.data(), back.size(), 0), static_cast<ssize_t>(want.size()));
+  back.resize(want.size());
+  EXPECT_TRUE(back == want);
+  std::string exported = ReadFile(Exp("dst"));
+  EXPECT_TRUE(exported.size() == want.size() &&
+              memcmp(exported.data(), want.data(), want.size()) == 0);
+  // Past the source's EOF copies nothing.
+  in_off = kSize;
+  EXPECT_EQ(::copy_file_range(src, &in_off, dst, nullptr, 4096, 0), 0) << ErrnoName(errno);
+  ::close(src);
+  ::close(dst);
+}
+
+TEST_P(OpsTest, AppendMode) {
+  ASSERT_EQ(WriteFile(Mnt("log"), "hello"), 0);
+  int fd = ::open(Mnt("log").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  ASSERT_EQ(::write(fd, " world", 6), 6);
+  ASSERT_EQ(::write(fd, "!", 1), 1);
+  ::close(fd);
+  EXPECT_EQ(ReadFile(Mnt("log")), "hello world!");
+  EXPECT_EQ(ReadFile(Exp("log")), "hello world!");
+  // Two appending descriptors interleave without overwriting each other.
+  int a = ::open(Mnt("log2").c_str(), O_CREAT | O_WRONLY | O_APPEND | O_CLOEXEC, 0644);
+  int b = ::open(Mnt("log2").c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(a, 0);
+  ASSERT_GE(b, 0);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(::write(a, "A", 1), 1);
+    ASSERT_EQ(::write(b, "B", 1), 1);
+  }
+  ::close(a);
+  ::close(b);
+  std::string both = ReadFile(Exp("log2"));
+  EXPECT_EQ(both.size(), 20u);
+  EXPECT_EQ(std::count(both.begin(), both.end(), 'A'), 10);
+}
+
+TEST_P(OpsTest, ExclusiveCreate) {
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ::close(fd);
+  EXPECT_EQ(RINGFS_ERRNO(::open(Mnt("f").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600)),
+            EEXIST);
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::open(Mnt("d").c_str(), O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC, 0600)),
+            EEXIST);
+  EXPECT_EQ(RINGFS_ERRNO(::open(Mnt("d").c_str(), O_WRONLY | O_CLOEXEC)), EISDIR);
+}
+
+TEST_P(OpsTest, DirectIo) {
+  int fd = ::open(Mnt("direct").c_str(), O_CREAT | O_RDWR | O_DIRECT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  void* buf = nullptr;
+  ASSERT_EQ(::posix_memalign(&buf, 4096, 1 << 20), 0);
+  std::vector<char> data = RandomBytes(1 << 20, 5);
+  memcpy(buf, data.data(), data.size());
+  ASSERT_EQ(::pwrite(fd, buf, 1 << 20, 0), 1 << 20) << ErrnoName(errno);
+  memset(buf, 0, 1 << 20);
+  ASSERT_EQ(::pread(fd, buf, 1 << 20, 0), 1 << 20) << ErrnoName(errno);
+  EXPECT_EQ(memcmp(buf, data.data(), data.size()), 0);
+  ::free(buf);
+  ::close(fd);
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(OpsTest);
+
+}  // namespace
+}  // namespace ringfs::testing
