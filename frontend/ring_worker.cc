@@ -253,7 +253,12 @@ void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
   // A command left in the mailbox of an earlier thread of this worker may be older.
   if (state_ && state->epoch < state_->epoch) return;
   state_ = std::move(state);
-  (void)limiter_.SetLimit(state_->background_limit[index_]);  // validated by the engine
+  uint32_t limit = state_->background_limit[index_];
+  if (limit != limiter_.limit()) {
+    (void)limiter_.SetLimit(limit);  // validated by the engine
+    // The high-water mark then tells what happened under the new limit.
+    limiter_.ResetHighWater();
+  }
   for (uint64_t token : limiter_.DrainAdmissible()) ready_.push_back(shared_->registry.Get(token));
   bool now_active = state_->active[index_];
   if (active_ && !now_active) {

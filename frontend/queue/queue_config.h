@@ -34,7 +34,9 @@ struct QueueConfig {
   // Every policy is allowed for both classes. Foreground next-core/p2c move work off the
   // caller's CPU, which costs a handoff on an idle machine; measure before choosing them.
   Policy foreground = Policy::kLocal;
-  Policy background = Policy::kNextCore;  // issue 3: local or next-core, whichever measures better
+  // Local measured better than next-core on this 2-CPU VM (tests/bench/queue_policies.sh): a
+  // handoff wakes the other CPU, which costs more than it saves when the owner is not saturated.
+  Policy background = Policy::kLocal;
   Thresholds thresholds;
   CommitLocality commit = CommitLocality::kForwarder;
 };

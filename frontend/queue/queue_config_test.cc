@@ -18,7 +18,7 @@ TEST(QueueConfigTest, DefaultIsValidAndUsesEveryCpu) {
   EXPECT_TRUE(Validate(config, TwoNodesOfFour()).ok());
   EXPECT_THAT(config.active_cpus, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
   EXPECT_EQ(config.foreground, Policy::kLocal);
-  EXPECT_EQ(config.background, Policy::kNextCore);
+  EXPECT_EQ(config.background, Policy::kLocal);
   EXPECT_EQ(config.commit, CommitLocality::kForwarder);
   EXPECT_EQ(BackgroundLimitOf(config, 3), BackgroundLimiter::kUnlimited);
 }
