@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "common/log.h"
+#include "controller/control_server.h"
+#include "controller/frontend_metrics.h"
 #include "frontend/mount_session.h"
 #include "frontend/options.h"
 
@@ -116,6 +119,17 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "%s: %s\n", program.c_str(), std::string(token.status().message()).c_str());
     return 2;
   }
+  if (absl::Status control = controller::ControlServer::CheckOptions(
+          {options.control, options.control_token_file, options.mountpoint});
+      !control.ok()) {
+    fprintf(stderr, "%s: %s\n", program.c_str(), std::string(control.message()).c_str());
+    return 2;
+  }
+  if (absl::Status metrics = controller::FrontendMetrics::CheckAddress(options.metrics);
+      !metrics.ok()) {
+    fprintf(stderr, "%s: %s\n", program.c_str(), std::string(metrics.message()).c_str());
+    return 2;
+  }
   if (options.fake) return 0;
 
   // Every thread inherits this mask; the main thread takes the signals with sigtimedwait.
@@ -136,10 +150,26 @@ int Main(int argc, char** argv) {
     ReportToParent(message);
     return 1;
   }
+  // The control plane and metrics start once the mount answers and stop once it has ended.
+  // Failing to serve them is logged, not fatal: the mount itself works and stays up.
+  controller::ControlServer control(
+      &session, {options.control, options.control_token_file, options.mountpoint});
+  if (absl::Status status = control.Start(); !status.ok()) {
+    RINGFS_LOG_ERROR("control service: %s", status.message());
+  }
+  std::unique_ptr<controller::FrontendMetrics> metrics;
+  if (!options.metrics.empty()) {
+    metrics = std::make_unique<controller::FrontendMetrics>(&session, options.metrics);
+    if (absl::Status status = metrics->Start(); !status.ok()) {
+      RINGFS_LOG_ERROR("metrics: %s", status.message());
+    }
+  }
   std::string description = session.Describe();
   RINGFS_LOG_INFO("%s", description);
   ReportToParent("OK " + description + "; unmount with: umount " + options.mountpoint);
   session.Run();
+  if (metrics) metrics->Stop();
+  control.Stop();
   return 0;
 }
 

@@ -1,0 +1,142 @@
+#include "controller/control_server.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+
+namespace ringfs::controller {
+namespace {
+
+// Streaming calls end at once after ControlService::Shutdown(); this only bounds stragglers.
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+
+// True when some process accepts connections on the Unix socket at `path`.
+bool SomeoneListens(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return false;
+  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+}
+
+// The TCP rule: no token, no service.
+absl::StatusOr<std::string> TcpToken(const Endpoint& endpoint, const std::string& token_file) {
+  if (token_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("control=%s (TCP) needs control_token_file=FILE", endpoint.address));
+  }
+  return ReadTokenFile(token_file);
+}
+
+}  // namespace
+
+ControlServer::ControlServer(frontend::MountSession* session, ControlServerOptions options)
+    : session_(session), options_(std::move(options)) {}
+
+ControlServer::~ControlServer() { Stop(); }
+
+absl::Status ControlServer::PrepareUnixPath(const std::string& path) {
+  if (path.rfind(std::string(kRuntimeDir) + "/", 0) == 0) {
+    if (mkdir(kRuntimeDir, 0755) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrFormat("create %s", kRuntimeDir));
+    }
+  }
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError(errno, absl::StrFormat("stat %s", path));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("control socket path %s exists and is not a socket", path));
+  }
+  if (SomeoneListens(path)) {
+    return absl::AlreadyExistsError(absl::StrFormat(
+        "another process serves the control socket %s (is this mountpoint mounted twice?)", path));
+  }
+  // A socket left behind by a mount that died without Stop().
+  if (unlink(path.c_str()) != 0) return ErrnoError(errno, absl::StrFormat("remove %s", path));
+  return absl::OkStatus();
+}
+
+absl::Status ControlServer::CheckOptions(const ControlServerOptions& options) {
+  ASSIGN_OR_RETURN(Endpoint endpoint, ParseControlOption(options.control, options.mountpoint));
+  if (endpoint.kind == Endpoint::Kind::kTcp) {
+    RETURN_IF_ERROR(TcpToken(endpoint, options.token_file).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ControlServer::Start() {
+  ASSIGN_OR_RETURN(endpoint_, ParseControlOption(options_.control, options_.mountpoint));
+  if (endpoint_.kind == Endpoint::Kind::kNone) {
+    RINGFS_LOG_INFO("control service off (control=none)");
+    return absl::OkStatus();
+  }
+  std::string token;
+  if (endpoint_.kind == Endpoint::Kind::kTcp) {
+    ASSIGN_OR_RETURN(token, TcpToken(endpoint_, options_.token_file));
+  } else {
+    RETURN_IF_ERROR(PrepareUnixPath(endpoint_.address));
+  }
+
+  service_ = std::make_unique<ControlService>(session_, std::move(token));
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(endpoint_.GrpcAddress(), grpc::InsecureServerCredentials(),
+                           endpoint_.kind == Endpoint::Kind::kTcp ? &bound_port : nullptr);
+  builder.RegisterService(service_.get());
+  if (endpoint_.kind == Endpoint::Kind::kUnix) {
+    // The socket is created 0600 from the start: no moment in which others could connect.
+    // Only the main thread creates files at this point, so the process-wide umask is safe.
+    mode_t old_umask = umask(0177);
+    server_ = builder.BuildAndStart();
+    umask(old_umask);
+    if (server_ && chmod(endpoint_.address.c_str(), 0600) != 0) {
+      absl::Status status = ErrnoError(errno, absl::StrFormat("chmod %s", endpoint_.address));
+      Stop();
+      return status;
+    }
+  } else {
+    server_ = builder.BuildAndStart();
+  }
+  if (!server_) {
+    service_.reset();
+    return absl::UnavailableError(
+        absl::StrFormat("cannot serve the control service on %s", endpoint_.ToString()));
+  }
+  if (endpoint_.kind == Endpoint::Kind::kTcp) {
+    std::string host = endpoint_.address.substr(0, endpoint_.address.rfind(':'));
+    endpoint_.address = absl::StrFormat("%s:%d", host, bound_port);
+  }
+  RINGFS_LOG_INFO("control service on %s%s", endpoint_.ToString(),
+                  endpoint_.kind == Endpoint::Kind::kTcp ? " (token required)" : " (mode 0600)");
+  return absl::OkStatus();
+}
+
+void ControlServer::Stop() {
+  if (!server_) return;
+  service_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server_->Wait();
+  server_.reset();
+  service_.reset();
+  if (endpoint_.kind == Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
+  RINGFS_LOG_INFO("control service on %s stopped", endpoint_.ToString());
+}
+
+}  // namespace ringfs::controller

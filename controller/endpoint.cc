@@ -1,0 +1,140 @@
+#include "controller/endpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringfs::controller {
+namespace {
+
+bool IsPlain(char c, bool first) {
+  if (c == '.') return !first;
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == ':' || c == '_';
+}
+
+absl::Status CheckHostPort(std::string_view address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", std::string(address), "' is not unix:PATH or HOST:PORT"));
+  }
+  std::string host(address.substr(0, colon));
+  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", std::string(address), "': write IPv6 hosts as [ADDR]:PORT"));
+  }
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(std::string(address.substr(colon + 1)), &port) || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address '", std::string(address), "' has no valid port"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string EscapePath(std::string_view path) {
+  // Split on '/', dropping empty components (leading, trailing and doubled slashes).
+  std::string out;
+  bool first_component = true;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view component = path.substr(start, end - start);
+    if (!component.empty()) {
+      if (!first_component) out += '-';
+      for (size_t i = 0; i < component.size(); ++i) {
+        char c = component[i];
+        if (IsPlain(c, out.empty())) {
+          out += c;
+        } else {
+          char escaped[5];
+          std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
+          out += escaped;
+        }
+      }
+      first_component = false;
+    }
+    start = end + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
+std::string DefaultSocketPath(std::string_view mountpoint) {
+  return absl::StrCat(kRuntimeDir, "/", EscapePath(std::string(mountpoint)), ".sock");
+}
+
+std::string Endpoint::GrpcAddress() const {
+  return kind == Kind::kUnix ? "unix:" + address : address;
+}
+
+std::string Endpoint::ToString() const {
+  return kind == Kind::kNone ? std::string("none") : GrpcAddress();
+}
+
+absl::StatusOr<Endpoint> ParseAddress(std::string_view address) {
+  Endpoint endpoint;
+  if (address.substr(0, 5) == "unix:") {
+    std::string_view path = address.substr(5);
+    if (path.empty() || path.front() != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", std::string(address), "': unix:PATH needs an absolute path"));
+    }
+    endpoint.kind = Endpoint::Kind::kUnix;
+    endpoint.address = std::string(path);
+    return endpoint;
+  }
+  if (absl::Status status = CheckHostPort(address); !status.ok()) return status;
+  endpoint.kind = Endpoint::Kind::kTcp;
+  endpoint.address = std::string(address);
+  return endpoint;
+}
+
+absl::StatusOr<Endpoint> ParseControlOption(std::string_view option, std::string_view mountpoint) {
+  if (option.empty()) {
+    return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
+  }
+  if (option == "none") return Endpoint{};
+  absl::StatusOr<Endpoint> endpoint = ParseAddress(option);
+  if (!endpoint.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("control=", std::string(option), ": ", endpoint.status().message()));
+  }
+  return endpoint;
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("cannot read token file ", path));
+  std::stringstream content;
+  content << in.rdbuf();
+  std::string token(absl::StripTrailingAsciiWhitespace(content.str()));
+  if (token.empty())
+    return absl::InvalidArgumentError(absl::StrCat("token file ", path, " is empty"));
+  return token;
+}
+
+std::string BearerValue(std::string_view token) {
+  return absl::StrCat("Bearer ", std::string(token));
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  // Walk the longer input entirely; a length mismatch is folded into the result, not
+  // returned early.
+  size_t n = std::max(a.size(), b.size());
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+}  // namespace ringfs::controller

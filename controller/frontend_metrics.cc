@@ -1,0 +1,268 @@
+#include "controller/frontend_metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <string.h>
+
+#include <exception>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/fuse_ops.h"
+#include "common/log.h"
+#include "controller/endpoint.h"
+#include "frontend/fusectl.h"
+
+namespace ringfs::controller {
+namespace {
+
+using frontend::LatencyHistogram;
+using frontend::WorkerStats;
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+constexpr const char* kClassNames[2] = {"foreground", "background"};
+
+double Load(const std::atomic<uint64_t>& counter) {
+  return static_cast<double>(counter.load(std::memory_order_relaxed));
+}
+
+MetricFamily Family(const char* name, const char* help, MetricType type) {
+  return MetricFamily{name, help, type, {}};
+}
+
+ClientMetric& AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+                        double value) {
+  ClientMetric& metric = family.metric.emplace_back();
+  metric.label = std::move(labels);
+  switch (family.type) {
+    case MetricType::Counter:
+      metric.counter.value = value;
+      break;
+    case MetricType::Gauge:
+      metric.gauge.value = value;
+      break;
+    default:
+      metric.untyped.value = value;
+      break;
+  }
+  return metric;
+}
+
+// The worker's per-bucket counts become Prometheus' cumulative buckets, +Inf last.
+void AddHistogram(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+                  const LatencyHistogram& histogram) {
+  ClientMetric& metric = family.metric.emplace_back();
+  metric.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t b = 0; b < LatencyHistogram::kBuckets; ++b) {
+    cumulative += histogram.counts[b].load(std::memory_order_relaxed);
+    double bound = b + 1 < LatencyHistogram::kBuckets ? LatencyHistogram::kBoundsSeconds[b]
+                                                      : std::numeric_limits<double>::infinity();
+    metric.histogram.bucket.push_back({cumulative, bound});
+  }
+  metric.histogram.sample_count = cumulative;
+  metric.histogram.sample_sum =
+      static_cast<double>(histogram.sum_ns.load(std::memory_order_relaxed)) * 1e-9;
+}
+
+std::string ErrnoName(int err) {
+  const char* name = strerrorname_np(err);
+  return name != nullptr ? std::string(name) : absl::StrCat("errno", err);
+}
+
+}  // namespace
+
+class FrontendMetrics::Collector : public prometheus::Collectable {
+ public:
+  explicit Collector(frontend::MountSession* session)
+      : session_(session), description_(session->description()) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    std::vector<MetricFamily> families;
+    CollectConnection(families);
+    if (frontend::QueueEngine* engine = session_->engine(); engine != nullptr) {
+      CollectQueues(*engine, families);
+    }
+    return families;
+  }
+
+ private:
+  void CollectConnection(std::vector<MetricFamily>& families) const {
+    MetricFamily info = Family("ringfs_frontend_info", "The mount: transport, FUSE minor, server",
+                               MetricType::Gauge);
+    AddSample(info,
+              {{"transport", description_.transport},
+               {"fuse_minor", absl::StrCat(description_.fuse_minor)},
+               {"server", description_.server}},
+              1);
+    families.push_back(std::move(info));
+
+    absl::StatusOr<frontend::KernelLimits> limits = frontend::ReadKernelLimits(session_->device());
+    if (!limits.ok()) return;  // fusectl unreadable: leave the series out rather than lie
+    struct {
+      const char* name;
+      const char* help;
+      uint32_t value;
+    } knobs[] = {
+        {"ringfs_frontend_kernel_max_background",
+         "The kernel's max_background for this FUSE connection (fusectl)", limits->max_background},
+        {"ringfs_frontend_kernel_congestion_threshold",
+         "The kernel's congestion_threshold for this FUSE connection (fusectl)",
+         limits->congestion_threshold},
+        {"ringfs_frontend_kernel_waiting",
+         "Requests the kernel is waiting on for this FUSE connection (fusectl)", limits->waiting},
+    };
+    for (const auto& knob : knobs) {
+      MetricFamily family = Family(knob.name, knob.help, MetricType::Gauge);
+      AddSample(family, {}, knob.value);
+      families.push_back(std::move(family));
+    }
+  }
+
+  void CollectQueues(const frontend::QueueEngine& engine,
+                     std::vector<MetricFamily>& families) const {
+    const auto& cpus = engine.topology().cpus();
+
+    MetricFamily received = Family("ringfs_frontend_requests_received_total",
+                                   "Requests the kernel put on this queue", MetricType::Counter);
+    MetricFamily requests =
+        Family("ringfs_frontend_requests_total",
+               "Requests this queue's worker forwarded to the server", MetricType::Counter);
+    MetricFamily inflight =
+        Family("ringfs_frontend_inflight", "Requests this queue's worker has at the server",
+               MetricType::Gauge);
+    MetricFamily bg_inflight =
+        Family("ringfs_frontend_background_inflight",
+               "Background requests this queue's worker has at the server", MetricType::Gauge);
+    MetricFamily bg_queued =
+        Family("ringfs_frontend_background_queued",
+               "Background requests waiting for the worker's limit", MetricType::Gauge);
+    MetricFamily bg_limit = Family("ringfs_frontend_background_limit",
+                                   "Background requests the worker may have at the server "
+                                   "(+Inf: unlimited)",
+                                   MetricType::Gauge);
+    MetricFamily active =
+        Family("ringfs_frontend_queue_active", "1 when this CPU's worker is in the active set",
+               MetricType::Gauge);
+    MetricFamily handoffs =
+        Family("ringfs_frontend_handoffs_total",
+               "Requests handed between workers (in: to this worker)", MetricType::Counter);
+    MetricFamily duration =
+        Family("ringfs_frontend_request_duration_seconds",
+               "From the kernel handing us the request to our commit", MetricType::Histogram);
+    MetricFamily rtt = Family("ringfs_frontend_backend_rtt_seconds",
+                              "Round trip of a request to the server", MetricType::Histogram);
+    MetricFamily bytes =
+        Family("ringfs_frontend_bytes_total", "Payload bytes sent to and received from the server",
+               MetricType::Counter);
+    MetricFamily errors = Family("ringfs_frontend_errors_total", "Replies with an error, by errno",
+                                 MetricType::Counter);
+    MetricFamily reconnects =
+        Family("ringfs_frontend_backend_reconnects_total",
+               "Reconnections of this worker to the server", MetricType::Counter);
+
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      const int cpu = cpus[i];
+      const std::string queue = absl::StrCat(cpu);
+      const WorkerStats& s = engine.stats(i);
+
+      double arrived = 0;  // whichever worker's ring it arrived on
+      for (size_t w = 0; w < cpus.size(); ++w) {
+        const WorkerStats& other = engine.stats(w);
+        if (static_cast<size_t>(cpu) < other.queues) arrived += Load(other.received_by_qid[cpu]);
+      }
+      AddSample(received, {{"queue", queue}}, arrived);
+
+      for (int c = 0; c < 2; ++c) {
+        for (size_t op = 0; op < WorkerStats::kOpcodes; ++op) {
+          double count = Load(s.forwarded_by_op[c][op]);
+          if (count == 0) continue;
+          AddSample(requests,
+                    {{"queue", queue},
+                     {"class", kClassNames[c]},
+                     {"op", std::string(fuse::OpName(static_cast<uint32_t>(op)))}},
+                    count);
+        }
+        AddHistogram(duration, {{"queue", queue}, {"class", kClassNames[c]}},
+                     s.request_duration[c]);
+      }
+      AddSample(inflight, {{"queue", queue}}, Load(s.inflight));
+      AddSample(bg_inflight, {{"queue", queue}}, Load(s.background_inflight));
+      AddSample(bg_queued, {{"queue", queue}}, Load(s.background_queued));
+      uint64_t limit = s.background_limit.load(std::memory_order_relaxed);
+      AddSample(bg_limit, {{"queue", queue}},
+                limit >= frontend::queue::BackgroundLimiter::kUnlimited
+                    ? std::numeric_limits<double>::infinity()
+                    : static_cast<double>(limit));
+      // The worker's own state: after a change it reads back what the engine applied.
+      bool is_active = s.state.load(std::memory_order_relaxed) ==
+                       static_cast<uint32_t>(frontend::WorkerState::kActive);
+      AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
+      AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Load(s.handoffs_in));
+      AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Load(s.handoffs_out));
+      AddHistogram(rtt, {{"queue", queue}}, s.backend_rtt);
+      AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Load(s.bytes_to_server));
+      AddSample(bytes, {{"queue", queue}, {"direction", "from_server"}}, Load(s.bytes_from_server));
+      for (size_t err = 1; err < WorkerStats::kErrnos; ++err) {
+        double count = Load(s.errors_by_errno[err]);
+        if (count == 0) continue;
+        AddSample(errors, {{"queue", queue}, {"errno", ErrnoName(static_cast<int>(err))}}, count);
+      }
+      AddSample(reconnects, {{"queue", queue}}, Load(s.reconnects));
+    }
+    for (MetricFamily* family :
+         {&received, &requests, &inflight, &bg_inflight, &bg_queued, &bg_limit, &active, &handoffs,
+          &duration, &rtt, &bytes, &errors, &reconnects}) {
+      families.push_back(std::move(*family));
+    }
+  }
+
+  frontend::MountSession* const session_;
+  const frontend::MountDescription description_;  // fixed once the mount is up
+};
+
+FrontendMetrics::FrontendMetrics(frontend::MountSession* session, std::string address)
+    : session_(session), address_(std::move(address)) {}
+
+FrontendMetrics::~FrontendMetrics() { Stop(); }
+
+absl::Status FrontendMetrics::CheckAddress(const std::string& address) {
+  if (address.empty()) return absl::OkStatus();
+  absl::StatusOr<Endpoint> endpoint = ParseAddress(address);
+  if (!endpoint.ok() || endpoint->kind != Endpoint::Kind::kTcp) {
+    return absl::InvalidArgumentError(absl::StrFormat("metrics=%s: expected HOST:PORT", address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrontendMetrics::Start() {
+  collector_ = std::make_shared<Collector>(session_);
+  try {
+    // prometheus-cpp reports a failed bind by throwing; it stops at this edge.
+    exposer_ = std::make_unique<prometheus::Exposer>(address_, /*num_threads=*/2);
+  } catch (const std::exception& e) {
+    collector_.reset();
+    return absl::UnavailableError(
+        absl::StrFormat("cannot serve metrics on %s: %s", address_, e.what()));
+  }
+  exposer_->RegisterCollectable(collector_);
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  if (!ports.empty()) {
+    address_ = absl::StrFormat("%s:%d", address_.substr(0, address_.rfind(':')), ports.front());
+  }
+  RINGFS_LOG_INFO("metrics on http://%s/metrics", address_);
+  return absl::OkStatus();
+}
+
+void FrontendMetrics::Stop() {
+  if (!exposer_) return;
+  exposer_.reset();  // joins the HTTP threads: no scrape runs after this
+  collector_.reset();
+}
+
+}  // namespace ringfs::controller

@@ -1,0 +1,70 @@
+// ringfsctl's command line: parsed into a plain value before anything connects, so that usage
+// errors (exit code 2) are separate from refusals and unreachable services (exit code 1).
+// Pure except ResolveTarget (realpath); any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "controller/endpoint.h"
+#include "proto/admin.pb.h"
+#include "proto/control.pb.h"
+
+namespace ringfs::controller {
+
+enum class CtlVerb {
+  kQueues,
+  kSetActive,
+  kBgLimit,
+  kPolicy,
+  kKernel,
+  kInfo,
+  kWatch,
+  kServerSessions,
+  kServerExport,
+  kServerSetLimit,
+  kServerDrain,
+};
+
+// The `server ...` verbs talk to ringfs-server's admin service.
+inline bool IsServerVerb(CtlVerb verb) {
+  return verb == CtlVerb::kServerSessions || verb == CtlVerb::kServerExport ||
+         verb == CtlVerb::kServerSetLimit || verb == CtlVerb::kServerDrain;
+}
+
+struct CtlCommand {
+  std::string control;     // --control ADDR; wins over `target`
+  std::string token_file;  // --token-file F
+  bool json = false;       // --json
+  std::string target;      // MOUNTPOINT or ADDR
+  CtlVerb verb = CtlVerb::kQueues;
+
+  // The request each verb sends; only the verb's own is filled in.
+  control::SetActiveSetRequest set_active;
+  control::SetBackgroundLimitRequest bg_limit;
+  control::SetPolicyRequest policy;
+  // `--thresholds L/N/G` without a retry count keeps the current next_core_retries, which the
+  // client reads first.
+  bool keep_next_core_retries = false;
+  control::SetKernelLimitsRequest kernel;
+  control::WatchQueuesRequest watch;
+
+  std::string admin;  // server --admin ADDR
+  admin::SetSessionLimitRequest set_session_limit;
+  admin::DrainRequest drain;
+};
+
+// `args` without argv[0]. InvalidArgument says what is wrong (print it with CtlUsage()).
+absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args);
+
+std::string CtlUsage();
+
+// The endpoint a command talks to: --control/--admin, an ADDR (unix:PATH, HOST:PORT), or a
+// mountpoint, which names its default socket /run/ringfs/<escaped>.sock.
+absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command);
+
+}  // namespace ringfs::controller
