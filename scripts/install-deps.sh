@@ -8,6 +8,9 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev
   libgtest-dev libgmock-dev fio attr util-linux procps jq
+  # bench/run.sh compares against sshfs through its own sshd and plots with matplotlib;
+  # the Prometheus test scrapes real endpoints with Debian's server.
+  sshfs openssh-server openssh-client python3-matplotlib prometheus
 )
 
 missing=()
@@ -29,5 +32,15 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages like openssh-server and prometheus start system services on install; ringfs only
+# runs its own instances on loopback, so service starts are refused while installing.
+policy=/usr/sbin/policy-rc.d
+added_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  added_policy=1
+fi
+trap '[ "$added_policy" = 1 ] && rm -f "$policy"' EXIT
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -17,6 +17,7 @@ struct ServerConfig {
   uint32_t workers = 1;            // worker threads, each with one io_uring
   uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
   std::string ready_file;          // written with the bound address once listening
+  bool floor = false;              // transport floor: READ/WRITE answered without file I/O
   LogLevel log_level = LogLevel::kInfo;
 };
 

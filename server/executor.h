@@ -3,6 +3,7 @@
 // the protocol allows replies in any order). READ, WRITE, FSYNC and FSYNCDIR are returned as an
 // AsyncIo that the worker submits to its io_uring; CompleteIo() then builds their reply.
 // Stateless apart from the client state passed in; any worker thread may call it.
+// In floor mode (benchmarks) READ and WRITE are answered at once without file I/O.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +68,16 @@ struct Outcome {
 
 class Executor {
  public:
+  struct Options {
+    // Transport floor: READ answers zeros up to the file's size and WRITE reports the full
+    // size written, both without touching the file, so a benchmark shows what FUSE and the
+    // network cost without storage. Every other request runs as usual.
+    bool floor = false;
+  };
+
+  Executor() = default;
+  explicit Executor(Options options) : options_(options) {}
+
   // Executes `request`. For requests without a reply the outcome is ignored.
   Outcome Execute(const OpContext& ctx, const Request& request, ReplyBody& body) const;
 
@@ -110,6 +121,8 @@ class Executor {
   // Directories (ops_dir.cc).
   absl::Status Run(const OpContext& ctx, const OpendirArgs& a, ReplyBody& body) const;
   absl::Status Run(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& body) const;
+
+  Options options_;
 };
 
 }  // namespace ringfs::server

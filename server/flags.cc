@@ -43,7 +43,8 @@ uint32_t OnlineCpus() {
 std::string_view Usage() {
   return "usage: ringfs-server --export DIR --listen HOST:PORT|unix:PATH [--token-file F]\n"
          "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
-         "                     [--log-level debug|info|warn|error]\n";
+         "                     [--log-level debug|info|warn|error] [--floor]\n"
+         "  --floor  transport floor for benchmarks: READ answers zeros, WRITE discards\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -66,6 +67,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
     std::string value;
     size_t eq = arg.find('=');
     if (arg.rfind("--", 0) != 0) return Bad(absl::StrFormat("unexpected argument '%s'", arg));
+    if (arg == "--floor") {
+      config.floor = true;
+      continue;
+    }
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg = arg.substr(0, eq);
@@ -94,6 +99,8 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       config.max_inflight = *n;
     } else if (arg == "--ready-file") {
       config.ready_file = value;
+    } else if (arg == "--floor") {
+      return Bad("--floor takes no value");
     } else if (arg == "--log-level") {
       auto level = ParseLogLevel(value);
       if (!level.ok()) return level.status();

@@ -1,7 +1,8 @@
 // Command line of ringfs-server:
 //   --export DIR --listen HOST:PORT|unix:PATH [--token-file F] [--workers N]
-//   [--max-inflight N] [--ready-file F] [--log-level debug|info|warn|error]
-// Both "--flag value" and "--flag=value" are accepted. Stateless; callable from any thread.
+//   [--max-inflight N] [--ready-file F] [--log-level debug|info|warn|error] [--floor]
+// Both "--flag value" and "--flag=value" are accepted; --floor takes no value.
+// Stateless; callable from any thread.
 #pragma once
 
 #include <string>

@@ -33,6 +33,7 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->max_inflight, 17u);
   EXPECT_EQ(config->ready_file, "/tmp/r");
   EXPECT_EQ(config->log_level, LogLevel::kDebug);
+  EXPECT_FALSE(config->floor);
   unlink(token_file.c_str());
   rmdir(dir);
 }
@@ -50,6 +51,14 @@ TEST(FlagsTest, Rejects) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->max_inflight, 256u);
   EXPECT_GE(defaults->workers, 1u);
+}
+
+TEST(FlagsTest, FloorTakesNoValue) {
+  auto config = Parse({"--export", "/", "--floor", "--listen", "127.0.0.1:0"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->floor);
+  EXPECT_EQ(config->listen, "127.0.0.1:0");
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--floor=yes"}).ok());
 }
 
 }  // namespace

@@ -44,6 +44,9 @@ int main(int argc, char** argv) {
     }
   }
   RINGFS_LOG_INFO("listening on %s, export %s", srv.bound_address(), config->export_dir);
+  if (config->floor) {
+    RINGFS_LOG_WARN("floor mode: READ answers zeros, WRITE discards data (benchmarks only)");
+  }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   RINGFS_LOG_INFO("signal %d: shutting down", signal_number);

@@ -1,11 +1,13 @@
 // File operations: OPEN, CREATE, READ, WRITE, FSYNC(DIR), RELEASE(DIR), FLUSH, INTERRUPT,
-// FALLOCATE, LSEEK, COPY_FILE_RANGE(_64). READ, WRITE and FSYNC only prepare an AsyncIo.
+// FALLOCATE, LSEEK, COPY_FILE_RANGE(_64). READ, WRITE and FSYNC only prepare an AsyncIo (in floor
+// mode READ and WRITE are answered at once, see Executor::Options).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "common/status.h"
 #include "server/executor.h"
@@ -68,6 +70,18 @@ absl::StatusOr<UniqueFd> OpenOrCreate(int parent_fd, std::string_view name, int 
   return ErrnoError(EAGAIN, "create raced with concurrent changes");
 }
 
+// Floor mode: the reply a READ would get if the file held only zeros.
+Outcome FloorRead(const Handle& handle, const ReadArgs& a, ReplyBody& body) {
+  auto st = StatFd(handle.fd.get());
+  if (!st.ok()) return Outcome{st.status(), std::nullopt};
+  const uint64_t file_size = static_cast<uint64_t>(st->st_size);
+  uint64_t n = a.offset >= file_size ? 0 : std::min<uint64_t>(a.size, file_size - a.offset);
+  n = std::min<uint64_t>(n, body.capacity());
+  std::memset(body.data(), 0, n);
+  body.set_size(n);
+  return Outcome{absl::OkStatus(), std::nullopt};
+}
+
 }  // namespace
 
 absl::Status Executor::Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& body) const {
@@ -106,9 +120,10 @@ absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody&
   return absl::OkStatus();
 }
 
-Outcome Executor::Run(const OpContext& ctx, const ReadArgs& a, ReplyBody&) const {
+Outcome Executor::Run(const OpContext& ctx, const ReadArgs& a, ReplyBody& body) const {
   auto handle = FileHandle(ctx, a.fh);
   if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
+  if (options_.floor) return FloorRead(**handle, a, body);
   AsyncIo io;
   io.kind = AsyncIo::Kind::kRead;
   io.handle = *std::move(handle);
@@ -117,9 +132,15 @@ Outcome Executor::Run(const OpContext& ctx, const ReadArgs& a, ReplyBody&) const
   return Outcome{absl::OkStatus(), std::move(io)};
 }
 
-Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody&) const {
+Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body) const {
   auto handle = FileHandle(ctx, a.fh);
   if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
+  if (options_.floor) {
+    fuse_write_out out{};
+    out.size = static_cast<uint32_t>(a.data.size());
+    body.Put(out);
+    return Outcome{absl::OkStatus(), std::nullopt};
+  }
   AsyncIo io;
   io.kind = AsyncIo::Kind::kWrite;
   io.handle = *std::move(handle);

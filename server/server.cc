@@ -24,6 +24,7 @@ absl::Status Server::Start() {
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
     options.index = i;
+    options.floor = config_.floor;
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
   }

@@ -26,12 +26,14 @@ using testing::TestClient;
 
 class WireTest : public ::testing::Test {
  protected:
-  void StartServer(const std::string& token = "", std::string listen = "127.0.0.1:0") {
+  void StartServer(const std::string& token = "", std::string listen = "127.0.0.1:0",
+                   bool floor = false) {
     ServerConfig config;
     config.export_dir = export_.path();
     config.listen = std::move(listen);
     config.token = token;
     config.workers = 2;
+    config.floor = floor;
     server_ = std::make_unique<Server>(config);
     ASSERT_TRUE(server_->Start().ok());
     address_ = server_->bound_address();
@@ -486,6 +488,56 @@ TEST_F(WireTest, UnixSocket) {
   server_->Stop();
   struct stat st {};
   EXPECT_NE(stat((export_.path() + ".sock").c_str(), &st), 0);
+}
+
+// Floor mode: READ gives zeros clipped at the file's size and WRITE reports success, neither
+// touching the file; metadata requests still run for real.
+TEST_F(WireTest, FloorModeAnswersWithoutFileIo) {
+  server_->Stop();
+  StartServer("", "127.0.0.1:0", /*floor=*/true);
+  std::ofstream(export_.Join("data")) << std::string(10000, 'x');
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Reply r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("data")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  EXPECT_EQ(r.As<fuse_entry_out>().attr.size, 10000u);
+  fuse_open_in open_in{};
+  open_in.flags = O_RDWR;
+  r = Call(*client, Frame(FUSE_OPEN, ++unique_, node, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t fh = r.As<fuse_open_out>().fh;
+
+  r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, 0, 8192)));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body, std::string(8192, '\0'));
+  r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, 8192, 8192)));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body, std::string(10000 - 8192, '\0'));  // clipped at the file's size
+  r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, 20000, 4096)));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_TRUE(r.body.empty());
+
+  r = Call(*client, Frame(FUSE_WRITE, ++unique_, node, WriteIn(fh, 0, std::string(5000, 'y'))));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.As<fuse_write_out>().size, 5000u);
+  r = Call(*client, Frame(FUSE_WRITE, ++unique_, node, WriteIn(fh, 1 << 20, "far")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.As<fuse_write_out>().size, 3u);
+  std::ifstream in(export_.Join("data"), std::ios::binary);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, std::string(10000, 'x'));  // nothing written
+
+  // A bad handle is still refused, and metadata requests run as usual.
+  r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh + 1000, 0, 10)));
+  EXPECT_EQ(r.header.error, -EBADF);
+  fuse_create_in create{};
+  create.flags = O_RDWR | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  r = Call(*client, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("made")));
+  ASSERT_EQ(r.header.error, 0);
+  struct stat st {};
+  EXPECT_EQ(stat(export_.Join("made").c_str(), &st), 0);
 }
 
 }  // namespace

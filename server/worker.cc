@@ -78,7 +78,8 @@ struct Worker::IoRequest {
   IoRequest* next_free = nullptr;
 };
 
-Worker::Worker(Options options) : options_(options) {}
+Worker::Worker(Options options)
+    : options_(options), executor_(Executor::Options{.floor = options.floor}) {}
 
 Worker::~Worker() { Stop(); }
 

@@ -45,6 +45,7 @@ class Worker {
     uint32_t index = 0;
     size_t staging_bytes = 256 * 1024;  // per-connection receive buffer
     unsigned ring_entries = 256;
+    bool floor = false;  // Executor::Options::floor
   };
 
   explicit Worker(Options options);
