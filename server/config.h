@@ -18,6 +18,8 @@ struct ServerConfig {
   uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
   std::string ready_file;          // written with the bound address once listening
   bool floor = false;              // transport floor: READ/WRITE answered without file I/O
+  std::string admin;               // admin gRPC endpoint "unix:PATH" or "HOST:PORT"; empty = off
+  std::string metrics;             // Prometheus /metrics on "HOST:PORT"; empty = off
   LogLevel log_level = LogLevel::kInfo;
 };
 

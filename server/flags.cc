@@ -10,6 +10,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "server/admin_server.h"
+#include "server/server_metrics.h"
 
 namespace ringfs::server {
 namespace {
@@ -44,7 +46,10 @@ std::string_view Usage() {
   return "usage: ringfs-server --export DIR --listen HOST:PORT|unix:PATH [--token-file F]\n"
          "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
          "                     [--log-level debug|info|warn|error] [--floor]\n"
-         "  --floor  transport floor for benchmarks: READ answers zeros, WRITE discards\n";
+         "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
+         "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
+         "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
+         "  --metrics  Prometheus /metrics\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -97,6 +102,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto n = ParseCount(arg, value, 65536);
       if (!n.ok()) return n.status();
       config.max_inflight = *n;
+    } else if (arg == "--admin") {
+      config.admin = value;
+    } else if (arg == "--metrics") {
+      config.metrics = value;
     } else if (arg == "--ready-file") {
       config.ready_file = value;
     } else if (arg == "--floor") {
@@ -111,6 +120,15 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
   }
   if (!have_export || config.export_dir.empty()) return Bad("--export DIR is required");
   if (!have_listen || config.listen.empty()) return Bad("--listen ADDR is required");
+  // After the loop: --token-file may follow --admin.
+  if (!config.admin.empty()) {
+    if (absl::Status valid = AdminServer::CheckAddress(config.admin, config.token); !valid.ok()) {
+      return valid;
+    }
+  }
+  if (!config.metrics.empty()) {
+    if (absl::Status valid = ServerMetrics::CheckAddress(config.metrics); !valid.ok()) return valid;
+  }
   struct stat st {};
   if (stat(config.export_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Bad(absl::StrFormat("export '%s' is not a directory", config.export_dir));

@@ -61,5 +61,35 @@ TEST(FlagsTest, FloorTakesNoValue) {
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--floor=yes"}).ok());
 }
 
+TEST(FlagsTest, AdminAndMetrics) {
+  auto config = Parse({"--export", "/", "--listen", "1:1", "--admin", "unix:/run/admin.sock",
+                       "--metrics=127.0.0.1:9102"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->admin, "unix:/run/admin.sock");
+  EXPECT_EQ(config->metrics, "127.0.0.1:9102");
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--admin", "unix:relative"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--admin", "nonsense"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--metrics", "unix:/tmp/m"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--metrics", "127.0.0.1"}).ok());
+}
+
+TEST(FlagsTest, TcpAdminNeedsTheTokenFile) {
+  auto refused = Parse({"--export", "/", "--listen", "1:1", "--admin", "127.0.0.1:0"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--token-file"), std::string_view::npos)
+      << refused.status();
+
+  char dir[] = "/tmp/ringfs-flags-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string token_file = std::string(dir) + "/token";
+  std::ofstream(token_file) << "t0ken\n";
+  // The token file may come after --admin.
+  auto config = Parse(
+      {"--export", "/", "--listen", "1:1", "--admin", "127.0.0.1:0", "--token-file", token_file});
+  EXPECT_TRUE(config.ok()) << config.status();
+  unlink(token_file.c_str());
+  rmdir(dir);
+}
+
 }  // namespace
 }  // namespace ringfs::server

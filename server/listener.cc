@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
@@ -112,6 +113,15 @@ absl::Status Listener::Start() {
   return absl::OkStatus();
 }
 
+void Listener::StopAccepting() {
+  if (!started_) return;
+  // The accept thread closes the listening socket when it sees the event.
+  uint64_t one = 1;
+  if (write(stop_event_.get(), &one, sizeof(one)) < 0) {
+    RINGFS_LOG_ERROR("listener: cannot signal stop: %s", std::strerror(errno));
+  }
+}
+
 void Listener::Stop() {
   if (!started_) return;
   started_ = false;
@@ -140,7 +150,11 @@ void Listener::AcceptLoop() {
       RINGFS_LOG_ERROR("listener: poll: %s", std::strerror(errno));
       return;
     }
-    if (fds[1].revents != 0) return;
+    if (fds[1].revents != 0) {
+      listen_fd_.Reset();  // refuse new connections from now on
+      RINGFS_LOG_INFO("listener: no longer accepting connections on %s", bound_address_);
+      return;
+    }
     ReapHandshakes(/*all=*/false);
     if (n <= 0 || (fds[0].revents & POLLIN) == 0) continue;
     sockaddr_storage peer{};
@@ -215,6 +229,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.fd = std::move(fd);
   setup.peer = std::move(peer);
   setup.session_id = session_id;
+  setup.queue = hello.queue();
+  setup.connected_unix_ns = absl::ToUnixNanos(absl::Now());
   setup.client = std::move(client);
   setup.max_inflight = reply.max_inflight();
   setup.max_frame_bytes = reply.max_frame_bytes();

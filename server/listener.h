@@ -1,7 +1,8 @@
 // Accepts data connections, runs the handshake (each on a short-lived thread with the wire's
 // 5 s deadline, so a slow peer never holds up others), validates version, token, export and
 // limits, and hands accepted connections to the workers through `handoff`.
-// Start()/Stop() from one controlling thread; `handoff` is called from handshake threads.
+// Start()/StopAccepting()/Stop() from one controlling thread at a time (the Server serialises
+// them); `handoff` is called from handshake threads.
 #pragma once
 
 #include <atomic>
@@ -39,6 +40,9 @@ class Listener {
 
   // Binds and starts accepting. After it returns OK, bound_address() is valid.
   absl::Status Start();
+  // Closes the listening socket (new connections are refused); handshakes in progress go on.
+  // Idempotent; a no-op before Start().
+  void StopAccepting();
   // Stops accepting, aborts handshakes in progress and joins every thread. Idempotent.
   void Stop();
 

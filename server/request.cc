@@ -18,14 +18,18 @@ class Cursor {
   explicit Cursor(std::span<const char> bytes) : bytes_(bytes) {}
   size_t remaining() const { return bytes_.size(); }
   std::span<const char> Rest() const { return bytes_; }
+  // True after a string or name was refused (the frames-rejected reason "bad_name").
+  bool string_refused() const { return string_refused_; }
 
   // A NUL-terminated string inside the frame; returns it without the NUL.
   absl::StatusOr<std::string_view> TakeCString(std::string_view what) {
+    string_refused_ = true;  // until it is taken
     const void* nul = std::memchr(bytes_.data(), '\0', bytes_.size());
     if (nul == nullptr) return ErrnoError(EINVAL, absl::StrFormat("%s is not NUL-terminated", what));
     size_t n = static_cast<const char*>(nul) - bytes_.data();
     std::string_view s(bytes_.data(), n);
     bytes_ = bytes_.subspan(n + 1);
+    string_refused_ = false;
     return s;
   }
 
@@ -33,23 +37,28 @@ class Cursor {
   absl::StatusOr<std::string_view> TakeName() {
     auto name = TakeCString("name");
     if (!name.ok()) return name.status();
+    string_refused_ = true;
     if (name->empty()) return ErrnoError(EINVAL, "empty name");
     if (name->size() > kMaxNameBytes) return ErrnoError(ENAMETOOLONG, "name too long");
     if (*name == "." || *name == "..") return ErrnoError(EINVAL, "name is . or ..");
     if (name->find('/') != std::string_view::npos) return ErrnoError(EINVAL, "name contains /");
+    string_refused_ = false;
     return name;
   }
 
   absl::StatusOr<std::string_view> TakeXattrName() {
     auto name = TakeCString("xattr name");
     if (!name.ok()) return name.status();
+    string_refused_ = true;
     if (name->empty()) return ErrnoError(EINVAL, "empty xattr name");
     if (name->size() > kMaxXattrNameBytes) return ErrnoError(ERANGE, "xattr name too long");
+    string_refused_ = false;
     return name;
   }
 
  private:
   std::span<const char> bytes_;
+  bool string_refused_ = false;
 };
 
 template <typename T>
@@ -228,6 +237,30 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
 
 }  // namespace
 
+std::string_view RejectReasonName(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kBadLength:
+      return "bad_length";
+    case RejectReason::kBadHeader:
+      return "bad_header";
+    case RejectReason::kUnknownOpcode:
+      return "unknown_opcode";
+    case RejectReason::kUnsupportedOpcode:
+      return "unsupported_opcode";
+    case RejectReason::kTruncated:
+      return "truncated";
+    case RejectReason::kBadName:
+      return "bad_name";
+    case RejectReason::kTooLarge:
+      return "too_large";
+    case RejectReason::kBadSize:
+      return "bad_size";
+    case RejectReason::kCount:
+      break;
+  }
+  return "other";
+}
+
 fuse_forget_one BatchForgetArgs::Entry(uint32_t i) const {
   return Load<fuse_forget_one>(entries + size_t{i} * sizeof(fuse_forget_one));
 }
@@ -245,7 +278,10 @@ bool ShouldCloseConnection(const absl::Status& status) {
   return status.code() == absl::StatusCode::kDataLoss;
 }
 
-absl::StatusOr<Request> DecodeRequest(std::span<const char> frame) {
+absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason* reason) {
+  RejectReason ignored;
+  if (reason == nullptr) reason = &ignored;
+  *reason = RejectReason::kBadHeader;
   if (frame.size() < sizeof(fuse_in_header)) return absl::DataLossError("frame shorter than header");
   auto header = Load<fuse_in_header>(frame.data());
   if (header.len != frame.size()) return absl::DataLossError("header len differs from frame size");
@@ -253,15 +289,31 @@ absl::StatusOr<Request> DecodeRequest(std::span<const char> frame) {
 
   std::optional<fuse::OpInfo> op = fuse::LookupOp(header.opcode);
   if (!op || !op->forwarded) {
+    *reason = op ? RejectReason::kUnsupportedOpcode : RejectReason::kUnknownOpcode;
     return ErrnoError(ENOSYS, absl::StrFormat("opcode %u not served", header.opcode));
   }
   std::span<const char> body = frame.subspan(sizeof(fuse_in_header));
   if (body.size() < op->in_struct_size) {
+    *reason = RejectReason::kTruncated;
     return ErrnoError(EINVAL, absl::StrFormat("%s argument struct truncated", op->name));
   }
   Cursor rest(body.subspan(op->in_struct_size));
   OpStruct op_struct(body.first(op->in_struct_size));
-  ASSIGN_OR_RETURN(RequestArgs args, DecodeArgs(header.opcode, op_struct, rest));
+  absl::StatusOr<RequestArgs> decoded = DecodeArgs(header.opcode, op_struct, rest);
+  if (!decoded.ok()) {
+    const int err = ToErrno(decoded.status());
+    if (rest.string_refused() || err == ENAMETOOLONG || err == ENOENT) {  // ENOENT: empty target
+      *reason = RejectReason::kBadName;
+    } else if (err == E2BIG) {
+      *reason = RejectReason::kTooLarge;
+    } else if (err == ENOSYS) {
+      *reason = RejectReason::kUnsupportedOpcode;
+    } else {
+      *reason = RejectReason::kBadSize;
+    }
+    return decoded.status();
+  }
+  RequestArgs args = *std::move(decoded);
 
   Request request;
   request.opcode = header.opcode;

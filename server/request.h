@@ -103,6 +103,20 @@ struct Request {
   RequestArgs args;
 };
 
+// Why a frame was refused before reaching an executor. Names are the metric's `reason` label.
+enum class RejectReason : uint8_t {
+  kBadLength,          // length prefix outside [header, negotiated frame limit]: connection closed
+  kBadHeader,          // len != frame size or unique 0: connection closed
+  kUnknownOpcode,      // an opcode FUSE does not define (as far as we know)
+  kUnsupportedOpcode,  // a FUSE opcode this server does not serve
+  kTruncated,          // shorter than the opcode's argument struct
+  kBadName,            // a name or string: no NUL, empty, ".", "..", '/', too long
+  kTooLarge,           // a size above the wire or xattr limits
+  kBadSize,            // sizes inside the frame disagree with each other
+  kCount,
+};
+std::string_view RejectReasonName(RejectReason reason);
+
 // What the worker can learn from a frame before decoding it: enough to answer with an error.
 struct FrameHeader {
   uint32_t len = 0;
@@ -119,7 +133,8 @@ bool IsNoReplyOpcode(uint32_t opcode);
 //  - DataLoss: the frame cannot be trusted (short header, len != frame size, unique 0):
 //    the caller closes the connection (ShouldCloseConnection()).
 //  - otherwise an ErrnoError with the errno to answer (ENOSYS, EINVAL, ENAMETOOLONG, E2BIG, ERANGE).
-absl::StatusOr<Request> DecodeRequest(std::span<const char> frame);
+// On error, `*reason` (when given) says why, for the frames-rejected metric.
+absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason* reason = nullptr);
 
 bool ShouldCloseConnection(const absl::Status& status);
 

@@ -134,6 +134,50 @@ TEST(DecodeTest, MalformedFrames) {
   }
 }
 
+// The reason the frames-rejected metric is labelled with.
+TEST(DecodeTest, RejectReasons) {
+  fuse_setxattr_in xattr{};
+  xattr.size = 5;
+  struct ReasonCase {
+    const char* what;
+    std::string frame;
+    RejectReason reason;
+  } cases[] = {
+      {"short header", std::string(20, '\0'), RejectReason::kBadHeader},
+      {"unique 0", Frame(FUSE_LOOKUP, 0, 1, CName("a")), RejectReason::kBadHeader},
+      {"unknown opcode", Frame(999, 1, 1, ""), RejectReason::kUnknownOpcode},
+      {"GETLK", Frame(FUSE_GETLK, 1, 1, std::string(64, '\0')), RejectReason::kUnsupportedOpcode},
+      {"READ truncated", Frame(FUSE_READ, 1, 1, std::string(10, '\0')), RejectReason::kTruncated},
+      {"name without NUL", Frame(FUSE_LOOKUP, 1, 1, "abc"), RejectReason::kBadName},
+      {"name with slash", Frame(FUSE_LOOKUP, 1, 1, CName("a/b")), RejectReason::kBadName},
+      {"300-byte name", Frame(FUSE_LOOKUP, 1, 1, CName(std::string(300, 'n'))),
+       RejectReason::kBadName},
+      {"RENAME second name missing",
+       Frame(FUSE_RENAME, 1, 1, Bytes(fuse_rename_in{1}) + CName("a")), RejectReason::kBadName},
+      {"empty symlink target", Frame(FUSE_SYMLINK, 1, 1, CName("l") + CName("")),
+       RejectReason::kBadName},
+      {"SETXATTR empty name", Frame(FUSE_SETXATTR, 1, 1, Bytes(xattr) + CName("") + "abcde"),
+       RejectReason::kBadName},
+      {"oversized READ", Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes + 1)),
+       RejectReason::kTooLarge},
+      {"WRITE payload short", Frame(FUSE_WRITE, 1, 2, WriteIn(100) + std::string(50, 'x')),
+       RejectReason::kBadSize},
+      // Without SETXATTR_EXT the argument struct is the 8-byte compat one.
+      {"SETXATTR size mismatch",
+       Frame(FUSE_SETXATTR, 1, 1, Bytes(xattr).substr(0, 8) + CName("user.x") + "abc"),
+       RejectReason::kBadSize},
+  };
+  for (const ReasonCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    RejectReason reason = RejectReason::kCount;
+    ASSERT_FALSE(DecodeRequest(c.frame, &reason).ok());
+    EXPECT_EQ(RejectReasonName(reason), RejectReasonName(c.reason));
+  }
+  for (size_t r = 0; r < static_cast<size_t>(RejectReason::kCount); ++r) {
+    EXPECT_NE(RejectReasonName(static_cast<RejectReason>(r)), "other") << r;
+  }
+}
+
 TEST(DecodeTest, LookupNameAndHeader) {
   std::string frame = Frame(FUSE_LOOKUP, 77, 5, CName("hello"), 1000, 100);
   auto request = DecodeRequest(frame);

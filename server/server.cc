@@ -3,13 +3,42 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace ringfs::server {
+
+namespace {
+
+// How long an admin change may wait for a worker to reach its mailbox.
+constexpr absl::Duration kApplyTimeout = absl::Seconds(5);
+// How often Drain looks at the requests in flight.
+constexpr absl::Duration kDrainPoll = absl::Milliseconds(10);
+
+admin::SessionInfo ToSessionInfo(const SessionStats& s) {
+  admin::SessionInfo info;
+  info.set_session_id(s.session_id);
+  info.set_client_id(s.client_id);
+  info.set_peer(s.peer);
+  info.set_queue(s.queue);
+  info.set_inflight(Read(s.inflight));
+  info.set_max_inflight(s.max_inflight.load(std::memory_order_relaxed));
+  info.set_requests_total(Read(s.requests));
+  info.set_bytes_received(Read(s.bytes_received));
+  info.set_bytes_sent(Read(s.bytes_sent));
+  info.set_connected_unix_ns(s.connected_unix_ns);
+  return info;
+}
+
+}  // namespace
 
 Server::Server(ServerConfig config) : config_(std::move(config)) {}
 
@@ -20,36 +49,137 @@ absl::Status Server::Start() {
   if (!export_fd_.valid()) {
     return ErrnoError(errno, absl::StrFormat("open export '%s'", config_.export_dir));
   }
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  server_id_ = absl::StrFormat("%s:%d", host, getpid());
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get());
+  std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
     options.index = i;
     options.floor = config_.floor;
+    options.sessions = &sessions_;
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
+    stats.push_back(&workers_.back()->stats());
+  }
+  if (!config_.metrics.empty()) {
+    metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics);
+    RETURN_IF_ERROR(metrics_->Start());
+  }
+  // Before the listener: binding the Unix socket narrows the process umask for a moment, and
+  // until clients are accepted no worker creates files.
+  if (!config_.admin.empty()) {
+    admin_ = std::make_unique<AdminServer>(this, config_.admin, config_.token);
+    RETURN_IF_ERROR(admin_->Start());
   }
   Listener::Options options;
   options.listen = config_.listen;
   options.token = config_.token;
   options.max_inflight = config_.max_inflight;
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  options.server_id = absl::StrFormat("%s:%d", host, getpid());
+  options.server_id = server_id_;
+  absl::MutexLock lock(&listener_mu_);
   listener_ = std::make_unique<Listener>(options, registry_.get(), [this](ConnectionSetup setup) {
+    if (draining_.load()) return;  // a handshake that was in progress when Drain began
     uint64_t n = next_worker_.fetch_add(1) % workers_.size();
     workers_[n]->Adopt(std::move(setup));
   });
-  return listener_->Start();
+  RETURN_IF_ERROR(listener_->Start());
+  bound_address_ = listener_->bound_address();
+  if (draining_.load()) listener_->StopAccepting();  // drained before it listened
+  return absl::OkStatus();
 }
 
 void Server::Stop() {
-  if (listener_) listener_->Stop();
+  stopping_.store(true);  // ends the wait of a Drain call
+  // prometheus-cpp's HTTP server needs up to ~2 s to stop; it does so while the rest stops (a
+  // scrape only reads the stats and the session table, which outlive Stop()).
+  std::thread metrics_stop;
+  if (metrics_) metrics_stop = std::thread([this] { metrics_->Stop(); });
+  // Then the admin service: no RPC runs on the components below while they stop.
+  if (admin_) admin_->Stop();
+  {
+    absl::MutexLock lock(&listener_mu_);
+    if (listener_) listener_->Stop();
+  }
   for (auto& worker : workers_) worker->Stop();
+  if (metrics_stop.joinable()) metrics_stop.join();
 }
 
-const std::string& Server::bound_address() const {
-  static const std::string kNone;
-  return listener_ ? listener_->bound_address() : kNone;
+const std::string& Server::bound_address() const { return bound_address_; }
+
+admin::ListSessionsResponse Server::ListSessions() const {
+  admin::ListSessionsResponse reply;
+  for (const auto& session : sessions_.List()) *reply.add_sessions() = ToSessionInfo(*session);
+  return reply;
+}
+
+admin::ExportInfo Server::GetExport() const {
+  admin::ExportInfo info;
+  info.set_path(config_.export_dir);
+  std::vector<std::shared_ptr<const SessionStats>> live = sessions_.List();
+  // Clients = distinct client ids among the live sessions; a session without an id is a client
+  // of its own.
+  absl::flat_hash_set<std::string> ids;
+  uint64_t anonymous = 0;
+  for (const auto& s : live) {
+    if (s->client_id.empty()) {
+      ++anonymous;
+    } else {
+      ids.insert(s->client_id);
+    }
+  }
+  info.set_clients(ids.size() + anonymous);
+  info.set_sessions(live.size());
+  info.set_draining(draining_.load());
+  info.set_server_id(server_id_);
+  info.set_floor_mode(config_.floor);
+  return info;
+}
+
+absl::StatusOr<admin::SessionInfo> Server::SetSessionLimit(uint64_t session_id,
+                                                           uint32_t max_inflight) {
+  std::shared_ptr<const SessionStats> session = sessions_.Find(session_id);
+  if (session == nullptr) {
+    return absl::NotFoundError(
+        absl::StrFormat("no live session %u (ListSessions shows them)", session_id));
+  }
+  RETURN_IF_ERROR(
+      workers_.at(session->worker)->SetSessionLimit(session_id, max_inflight, kApplyTimeout));
+  // Read back what the worker applied.
+  return ToSessionInfo(*session);
+}
+
+uint64_t Server::InflightTotal() const {
+  uint64_t total = 0;
+  for (const auto& session : sessions_.List()) total += Read(session->inflight);
+  return total;
+}
+
+admin::DrainResponse Server::Drain(absl::Duration timeout, std::function<bool()> cancelled) {
+  const absl::Time deadline = absl::Now() + timeout;
+  if (!draining_.exchange(true)) RINGFS_LOG_INFO("draining: no new connections or requests");
+  {
+    absl::MutexLock lock(&listener_mu_);
+    if (listener_) listener_->StopAccepting();
+  }
+  // Once every worker confirmed, no request that expects a reply gets past them.
+  for (auto& worker : workers_) {
+    if (absl::Status drained = worker->Drain(kApplyTimeout); !drained.ok()) {
+      RINGFS_LOG_WARN("drain: %s", drained.message());
+    }
+  }
+  uint64_t remaining = InflightTotal();
+  while (remaining > 0 && absl::Now() < deadline && !cancelled() && !stopping_.load()) {
+    absl::SleepFor(std::min(kDrainPoll, deadline - absl::Now()));
+    remaining = InflightTotal();
+  }
+  admin::DrainResponse reply;
+  reply.set_complete(remaining == 0);
+  reply.set_remaining_inflight(remaining);
+  RINGFS_LOG_INFO("drain: %s (%u requests in flight)", remaining == 0 ? "complete" : "timed out",
+                  remaining);
+  return reply;
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& line) {

@@ -1,5 +1,9 @@
 // The ringfs-server process minus flag parsing: opens the export, builds the client registry,
-// the workers and the listener, and wires them. Start()/Stop() from one controlling thread.
+// the workers, the optional metrics endpoint and admin service, and the listener, and wires
+// them. It is also the admin service's backend: it owns the policy of the admin RPCs and
+// applies changes through the owning workers' mailboxes.
+// Start()/Stop() from one controlling thread; the AdminBackend methods from any thread between
+// them (the admin service stops first in Stop()).
 #pragma once
 
 #include <atomic>
@@ -7,37 +11,68 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "server/admin_server.h"
+#include "server/admin_service.h"
 #include "server/client_registry.h"
 #include "server/config.h"
 #include "server/listener.h"
+#include "server/server_metrics.h"
+#include "server/server_stats.h"
 #include "server/worker.h"
 
 namespace ringfs::server {
 
-class Server {
+class Server final : public AdminBackend {
  public:
   explicit Server(ServerConfig config);
-  ~Server();
+  ~Server() override;
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Opens the export, starts the workers, then listens. On success bound_address() is valid.
+  // Opens the export, starts the workers, the metrics endpoint and the admin service, then
+  // listens. On success bound_address() is valid.
   absl::Status Start();
-  // Stops accepting, closes every connection, joins all threads. Idempotent.
+  // Stops the admin service and metrics, stops accepting, closes every connection, joins all
+  // threads. Idempotent.
   void Stop();
 
   const std::string& bound_address() const;
+  // After Start(), "" when off: where the admin service and /metrics are served.
+  std::string admin_address() const { return admin_ ? admin_->address() : std::string(); }
+  std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
   ClientRegistry* registry() { return registry_.get(); }
 
+  // AdminBackend.
+  admin::ListSessionsResponse ListSessions() const override;
+  admin::ExportInfo GetExport() const override;
+  absl::StatusOr<admin::SessionInfo> SetSessionLimit(uint64_t session_id,
+                                                     uint32_t max_inflight) override;
+  admin::DrainResponse Drain(absl::Duration timeout, std::function<bool()> cancelled) override;
+
  private:
+  uint64_t InflightTotal() const;
+
   const ServerConfig config_;
+  std::string server_id_;
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
+  SessionTable sessions_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<AdminServer> admin_;
   std::atomic<uint64_t> next_worker_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<bool> stopping_{false};
+
+  // Serialises the listener's Start/StopAccepting/Stop between the controlling thread and a
+  // Drain call.
+  absl::Mutex listener_mu_;
+  std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listener_mu_);
+  std::string bound_address_;  // set once by Start()
 };
 
 // Writes `line` + "\n" to `path` atomically (temporary file + rename).

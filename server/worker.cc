@@ -3,10 +3,12 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -21,6 +23,12 @@ enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo };
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
 constexpr size_t kOutHeader = sizeof(fuse_out_header);
+
+uint64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 }  // namespace
 
@@ -40,6 +48,7 @@ struct Worker::Connection {
   }
 
   ConnectionSetup setup;
+  std::shared_ptr<SessionStats> stats;  // also listed in the SessionTable while live
   Tag recv_tag{};
   Tag send_tag{};
   // Received bytes not yet consumed are staging[begin, end). A RECV, when posted, writes only
@@ -72,6 +81,8 @@ struct Worker::IoRequest {
   Tag tag{TagKind::kFileIo, this};
   Connection* conn = nullptr;
   uint64_t unique = 0;
+  uint32_t opcode = 0;
+  uint64_t start_ns = 0;
   AsyncIo io;
   Buffer* reply = nullptr;
   Buffer* frame = nullptr;  // keeps WRITE data alive
@@ -122,6 +133,71 @@ void Worker::Stop() {
   ring_ready_ = false;
   absl::MutexLock lock(&mailbox_mu_);
   mailbox_.clear();  // connections handed over after the stop are closed here
+  for (Command& command : commands_) {
+    command.done->status = absl::UnavailableError("the worker stopped");
+    command.done->notification.Notify();
+  }
+  commands_.clear();
+}
+
+absl::Status Worker::Post(Command command, absl::Duration timeout) {
+  std::shared_ptr<Command::Done> done = std::make_shared<Command::Done>();
+  command.done = done;
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    if (stop_requested_ || !started_) return absl::UnavailableError("the server is stopping");
+    commands_.push_back(std::move(command));
+  }
+  uint64_t one = 1;
+  if (write(mailbox_event_.get(), &one, sizeof(one)) < 0) {
+    RINGFS_LOG_ERROR("worker %u: mailbox eventfd write: %s", options_.index, std::strerror(errno));
+  }
+  if (!done->notification.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("worker %u did not apply the change within %s", options_.index,
+                        absl::FormatDuration(timeout)));
+  }
+  return done->status;
+}
+
+absl::Status Worker::SetSessionLimit(uint64_t session_id, uint32_t max_inflight,
+                                     absl::Duration timeout) {
+  Command command{.kind = Command::Kind::kSetSessionLimit};
+  command.session_id = session_id;
+  command.max_inflight = max_inflight;
+  return Post(std::move(command), timeout);
+}
+
+absl::Status Worker::Drain(absl::Duration timeout) {
+  return Post(Command{.kind = Command::Kind::kDrain}, timeout);
+}
+
+void Worker::RunCommand(Command& command) {
+  switch (command.kind) {
+    case Command::Kind::kDrain:
+      if (!draining_) RINGFS_LOG_INFO("worker %u: draining", options_.index);
+      draining_ = true;
+      break;
+    case Command::Kind::kSetSessionLimit: {
+      Connection* c = nullptr;
+      for (auto& [conn, owned] : connections_) {
+        if (conn->setup.session_id == command.session_id && !conn->closing) c = conn;
+      }
+      if (c == nullptr) {
+        command.done->status =
+            absl::NotFoundError(absl::StrFormat("session %u has ended", command.session_id));
+        break;
+      }
+      RINGFS_LOG_INFO("worker %u: session %u in-flight limit %u -> %u", options_.index,
+                      command.session_id, c->setup.max_inflight, command.max_inflight);
+      c->setup.max_inflight = command.max_inflight;
+      c->stats->max_inflight.store(command.max_inflight, std::memory_order_relaxed);
+      if (!c->recv_posted) ProcessInput(c);  // resumes reading if a higher limit allows it
+      MaybeDestroy(c);
+      break;
+    }
+  }
+  command.done->notification.Notify();
 }
 
 void Worker::Adopt(ConnectionSetup setup) {
@@ -208,16 +284,23 @@ void Worker::OnMailbox(int result) {
     RINGFS_LOG_ERROR("worker %u: mailbox read: %s", options_.index, std::strerror(-result));
   }
   std::vector<ConnectionSetup> adopted;
+  std::vector<Command> commands;
   bool stop = false;
   {
     absl::MutexLock lock(&mailbox_mu_);
     adopted.swap(mailbox_);
+    commands.swap(commands_);
     stop = stop_requested_;
   }
   if (!stop) {
     for (ConnectionSetup& setup : adopted) AddConnection(std::move(setup));
+    for (Command& command : commands) RunCommand(command);
     PostMailboxRead();
     return;
+  }
+  for (Command& command : commands) {
+    command.done->status = absl::UnavailableError("the worker is stopping");
+    command.done->notification.Notify();
   }
   stopping_ = true;
   std::vector<Connection*> all;
@@ -233,6 +316,15 @@ void Worker::AddConnection(ConnectionSetup setup) {
   Connection* c = owned.get();
   connections_[c] = std::move(owned);
   connection_count_.fetch_add(1, std::memory_order_relaxed);
+  c->stats = std::make_shared<SessionStats>();
+  c->stats->session_id = c->setup.session_id;
+  c->stats->client_id = c->setup.client->client_id;
+  c->stats->peer = c->setup.peer;
+  c->stats->queue = c->setup.queue;
+  c->stats->worker = options_.index;
+  c->stats->connected_unix_ns = c->setup.connected_unix_ns;
+  c->stats->max_inflight.store(c->setup.max_inflight, std::memory_order_relaxed);
+  options_.sessions->Add(c->stats);
   c->msg.msg_iov = c->iov;
   RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s", options_.index,
                   c->setup.session_id, c->setup.client->client_id, c->setup.peer);
@@ -269,6 +361,8 @@ void Worker::OnRecv(Connection* c, int result) {
     Close(c, result == 0 ? "peer closed the connection" : std::strerror(-result));
     return;
   }
+  Bump(stats_->bytes_received, static_cast<uint64_t>(result));
+  Bump(c->stats->bytes_received, static_cast<uint64_t>(result));
   if (c->big != nullptr) {
     c->big_filled += static_cast<size_t>(result);
     if (c->big_filled < c->big_len) {
@@ -293,6 +387,7 @@ void Worker::ProcessInput(Connection* c) {
     if (len < sizeof(fuse_in_header) || len > c->setup.max_frame_bytes) {
       RINGFS_LOG_WARN("session %u: frame length %u outside [%u, %u]; closing", c->setup.session_id,
                       len, sizeof(fuse_in_header), c->setup.max_frame_bytes);
+      Bump(stats_->rejected[static_cast<size_t>(RejectReason::kBadLength)]);
       Close(c, "bad frame length");
       return;
     }
@@ -320,9 +415,12 @@ void Worker::ProcessInput(Connection* c) {
 }
 
 void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned) {
+  const uint64_t start_ns = MonotonicNs();
   FrameHeader header = PeekHeader(frame);
-  absl::StatusOr<Request> request = DecodeRequest(frame);
+  RejectReason reason = RejectReason::kBadHeader;
+  absl::StatusOr<Request> request = DecodeRequest(frame, &reason);
   if (!request.ok()) {
+    Bump(stats_->rejected[static_cast<size_t>(reason)]);
     if (ShouldCloseConnection(request.status())) {
       RINGFS_LOG_WARN("session %u: %s; closing", c->setup.session_id, request.status().message());
       pool_.Put(owned);
@@ -333,9 +431,18 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
                      fuse::OpName(header.opcode), header.unique, request.status().message());
     pool_.Put(owned);
     if (!IsNoReplyOpcode(header.opcode)) {
-      ++c->inflight;
-      FinishReply(c, pool_.Get(kOutHeader), header.unique, request.status(), 0);
+      SetInflight(c, c->inflight + 1);
+      FinishReply(c, pool_.Get(kOutHeader), header.unique, request.status(), 0, header.opcode, 0);
     }
+    return;
+  }
+  if (request->opcode < WorkerStats::kOpcodes) Bump(stats_->requests_by_op[request->opcode]);
+  Bump(c->stats->requests);
+  if (draining_ && request->expects_reply) {
+    pool_.Put(owned);
+    SetInflight(c, c->inflight + 1);
+    FinishReply(c, pool_.Get(kOutHeader), request->unique,
+                ErrnoError(ESHUTDOWN, "the server is draining"), 0, request->opcode, start_ns);
     return;
   }
   OpContext ctx;
@@ -351,12 +458,12 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     pool_.Put(owned);
     return;
   }
-  ++c->inflight;
+  SetInflight(c, c->inflight + 1);
   Buffer* reply = pool_.Get(kOutHeader + request->reply_capacity);
   ReplyBody body(reply->data.get() + kOutHeader, request->reply_capacity);
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (outcome.status.ok() && outcome.io.has_value()) {
-    StartIo(c, request->unique, *std::move(outcome.io), reply, frame, owned);
+    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned);
     return;
   }
   pool_.Put(owned);
@@ -364,14 +471,16 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
                      fuse::OpName(request->opcode), request->unique, outcome.status.message());
   }
-  FinishReply(c, reply, request->unique, outcome.status, body.size());
+  FinishReply(c, reply, request->unique, outcome.status, body.size(), request->opcode, start_ns);
 }
 
-void Worker::StartIo(Connection* c, uint64_t unique, AsyncIo io, Buffer* reply,
-                     std::span<const char> frame, Buffer* owned) {
+void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io,
+                     Buffer* reply, std::span<const char> frame, Buffer* owned) {
   IoRequest* r = AllocIoRequest();
   r->conn = c;
-  r->unique = unique;
+  r->unique = request.unique;
+  r->opcode = request.opcode;
+  r->start_ns = start_ns;
   r->reply = reply;
   r->frame = owned;
   r->io = std::move(io);
@@ -410,13 +519,13 @@ void Worker::OnIo(IoRequest* r, int result) {
     size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
     ReplyBody body(reply->data.get() + kOutHeader, capacity);
     absl::Status status = Executor::CompleteIo(r->io, result, body);
-    FinishReply(c, reply, r->unique, status, body.size());
+    FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns);
   }
   FreeIoRequest(r);
 }
 
-void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique,
-                         const absl::Status& status, size_t body_size) {
+void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
+                         size_t body_size, uint32_t opcode, uint64_t start_ns) {
   fuse_out_header out{};
   out.unique = unique;
   if (status.ok()) {
@@ -426,6 +535,10 @@ void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique,
     if (err <= 0 || err > 511) err = EIO;
     out.error = -err;
     out.len = kOutHeader;
+    Bump(stats_->errors_by_errno[err]);
+  }
+  if (start_ns != 0 && opcode < WorkerStats::kOpcodes) {
+    stats_->duration_by_op[opcode].Observe(MonotonicNs() - start_ns);
   }
   std::memcpy(reply->data.get(), &out, sizeof(out));
   reply->size = out.len;
@@ -476,6 +589,8 @@ void Worker::OnSend(Connection* c, int result) {
     Close(c, std::strerror(-result));
     return;
   }
+  Bump(stats_->bytes_sent, static_cast<uint64_t>(result));
+  Bump(c->stats->bytes_sent, static_cast<uint64_t>(result));
   // Drop what was sent; a short send leaves the rest of the head for the next SENDMSG, which
   // keeps the byte stream in order.
   size_t sent = static_cast<size_t>(result);
@@ -491,7 +606,7 @@ void Worker::OnSend(Connection* c, int result) {
     if (c->out_head == nullptr) c->out_tail = nullptr;
     c->out_offset = 0;
     pool_.Put(done);
-    --c->inflight;
+    SetInflight(c, c->inflight - 1);
   }
   MaybePostSend(c);
   if (!c->recv_posted) ProcessInput(c);  // resumes reading if it paused at max_inflight
@@ -512,8 +627,14 @@ void Worker::MaybeDestroy(Connection* c) {
   while (c->out_head != nullptr) pool_.Put(std::exchange(c->out_head, c->out_head->next));
   c->out_tail = nullptr;
   pool_.Put(std::exchange(c->big, nullptr));
+  options_.sessions->Remove(c->setup.session_id);
   connections_.erase(c);
   connection_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::SetInflight(Connection* c, uint32_t inflight) {
+  c->inflight = inflight;
+  c->stats->inflight.store(inflight, std::memory_order_relaxed);
 }
 
 Worker::IoRequest* Worker::AllocIoRequest() {

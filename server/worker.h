@@ -2,7 +2,10 @@
 // decodes them, runs them through the Executor (file I/O on the ring), and sends the replies.
 // Only the worker thread touches its ring, connections and buffer pool. Other threads hand it
 // connections (and the stop request) through a mailbox: a mutex-protected queue plus an eventfd
-// the ring reads. Lifetime: Start() once, Stop() once (also from the destructor).
+// the ring reads. Control-plane changes (a session's in-flight limit, drain) arrive through the
+// same mailbox and are applied by the worker thread (STYLE.md 9). The worker is the only writer
+// of its WorkerStats and of its sessions' SessionStats; it lists its live sessions in the shared
+// SessionTable. Lifetime: Start() once, Stop() once (also from the destructor).
 #pragma once
 
 #include <liburing.h>
@@ -20,19 +23,24 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "server/attr.h"
 #include "server/buffer_pool.h"
 #include "server/client_registry.h"
 #include "server/executor.h"
+#include "server/server_stats.h"
 
 namespace ringfs::server {
 
 // A connection that finished its handshake, with the limits agreed there.
 struct ConnectionSetup {
   UniqueFd fd;
-  std::string peer;  // for logs
+  std::string peer;  // for logs and the admin service
   uint64_t session_id = 0;
+  uint32_t queue = 0;  // the client's kernel queue
+  int64_t connected_unix_ns = 0;
   std::shared_ptr<ClientState> client;
   uint32_t max_inflight = 1;
   uint32_t max_frame_bytes = 0;
@@ -46,6 +54,7 @@ class Worker {
     size_t staging_bytes = 256 * 1024;  // per-connection receive buffer
     unsigned ring_entries = 256;
     bool floor = false;  // Executor::Options::floor
+    SessionTable* sessions = nullptr;  // REQUIRES: set; outlives the worker
   };
 
   explicit Worker(Options options);
@@ -60,17 +69,45 @@ class Worker {
   // Hands a connection to this worker. Any thread. After Stop() the connection is just closed.
   void Adopt(ConnectionSetup setup);
 
+  // Any thread. Applies `max_inflight` to the worker's session `session_id` on the worker thread
+  // and returns once it is in effect (lowering it holds back new requests; requests already in
+  // flight finish). NotFound when the worker has no such live session, Unavailable after Stop(),
+  // DeadlineExceeded when the worker did not get to it within `timeout`.
+  // REQUIRES: max_inflight >= 1.
+  [[nodiscard]] absl::Status SetSessionLimit(uint64_t session_id, uint32_t max_inflight,
+                                             absl::Duration timeout);
+  // Any thread. Returns once the worker answers every later request that expects a reply with
+  // ESHUTDOWN (FORGETs still run: they only release state). There is no way back. Errors as
+  // SetSessionLimit's.
+  [[nodiscard]] absl::Status Drain(absl::Duration timeout);
+
   size_t connection_count() const { return connection_count_.load(std::memory_order_relaxed); }
+  // Read by any thread at any time (relaxed loads); written only by this worker.
+  const WorkerStats& stats() const { return *stats_; }
 
  private:
   struct Tag;
   struct Connection;
   struct IoRequest;
+  // A control-plane change waiting in the mailbox; `done` is shared with the caller, who may
+  // have stopped waiting.
+  struct Command {
+    struct Done {
+      absl::Notification notification;
+      absl::Status status;
+    };
+    enum class Kind { kSetSessionLimit, kDrain } kind;
+    uint64_t session_id = 0;
+    uint32_t max_inflight = 0;
+    std::shared_ptr<Done> done;
+  };
 
   void Run();
   io_uring_sqe* GetSqe();
   void PostMailboxRead();
   void OnMailbox(int result);
+  [[nodiscard]] absl::Status Post(Command command, absl::Duration timeout);
+  void RunCommand(Command& command);
   void AddConnection(ConnectionSetup setup);
   void OnRecv(Connection* c, int result);
   void OnSend(Connection* c, int result);
@@ -78,10 +115,12 @@ class Worker {
   void ProcessInput(Connection* c);
   void MaybePostRecv(Connection* c);
   void HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned);
-  void StartIo(Connection* c, uint64_t unique, AsyncIo io, Buffer* reply,
+  void StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io, Buffer* reply,
                std::span<const char> frame, Buffer* owned);
+  // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram.
   void FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
-                   size_t body_size);
+                   size_t body_size, uint32_t opcode, uint64_t start_ns);
+  void SetInflight(Connection* c, uint32_t inflight);
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
   void Close(Connection* c, const char* why);
@@ -97,6 +136,7 @@ class Worker {
   // Mailbox: written by any thread, drained by the worker.
   absl::Mutex mailbox_mu_;
   std::vector<ConnectionSetup> mailbox_ ABSL_GUARDED_BY(mailbox_mu_);
+  std::vector<Command> commands_ ABSL_GUARDED_BY(mailbox_mu_);
   bool stop_requested_ ABSL_GUARDED_BY(mailbox_mu_) = false;
   UniqueFd mailbox_event_;
   std::atomic<size_t> connection_count_{0};
@@ -107,6 +147,8 @@ class Worker {
   std::unique_ptr<Tag> mailbox_tag_;
   uint64_t mailbox_value_ = 0;
   bool stopping_ = false;
+  bool draining_ = false;
+  const std::unique_ptr<WorkerStats> stats_ = std::make_unique<WorkerStats>();
   BufferPool pool_;
   Executor executor_;
   absl::flat_hash_map<Connection*, std::unique_ptr<Connection>> connections_;

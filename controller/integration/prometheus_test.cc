@@ -1,8 +1,8 @@
-// End to end with a real Prometheus: ringfs-server + ringfs-mount (-o metrics=...) and
-// /usr/bin/prometheus (Debian's `prometheus` package, installed by .ci/run's setup) scraping
-// every second on loopback. A workload runs through the mount, ringfsctl changes the active set
-// and background limits, and Prometheus' HTTP API must then show the per-queue series with the
-// values that were set.
+// End to end with a real Prometheus: ringfs-server (--metrics) + ringfs-mount (-o metrics=...)
+// and /usr/bin/prometheus (Debian's `prometheus` package, installed by .ci/run's setup) scraping
+// both every second on loopback. A workload runs through the mount, ringfsctl changes the active
+// set and background limits, and Prometheus' HTTP API must then show the per-queue series with the
+// values that were set, and the server's series.
 #include <gmock/gmock.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -53,18 +53,18 @@ class PrometheusTest : public ControlTest {
     ASSERT_EQ(access(kPrometheus, X_OK), 0)
         << kPrometheus << " is missing: install Debian's `prometheus` package "
         << "(.ci/run's setup does; scripts/install-deps.sh should list it)";
-    ControlTest::SetUp();
+    StartServerAndMount();
     if (HasFatalFailure()) return;
-    // ringfs-server has no metrics endpoint in this tree yet; once it has one (and the harness
-    // can pass --metrics), it belongs in this scrape config as job ringfs-server.
     prom_dir_ = env_->base() + "/prometheus";
     ASSERT_EQ(mkdir(prom_dir_.c_str(), 0755), 0);
     std::string config = absl::StrFormat(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
         "scrape_configs:\n"
         "  - job_name: ringfs-frontend\n"
+        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
+        "  - job_name: ringfs-server\n"
         "    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
-        metrics_port());
+        metrics_port(), server_metrics_port_);
     ASSERT_EQ(ringfs::testing::WriteFile(prom_dir_ + "/prometheus.yml", config), 0);
     prom_port_ = ringfs::testing::UnusedLoopbackPort();
     std::string error;
@@ -80,6 +80,35 @@ class PrometheusTest : public ControlTest {
           << "prometheus did not become ready:\n"
           << ringfs::testing::ReadFileOrEmpty(prom_dir_ + "/prometheus.log");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  // ControlTest::SetUp() with one difference: ringfs-server also serves --metrics. (ControlTest
+  // starts the server with the harness defaults and has no hook for more server arguments.)
+  void StartServerAndMount() {
+    RingfsTestBase::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    ASSERT_TRUE(NewEnv());
+    server_metrics_port_ = ringfs::testing::UnusedLoopbackPort();
+    ringfs::testing::ServerOptions server;
+    server.extra_args = {"--metrics", "127.0.0.1:" + std::to_string(server_metrics_port_)};
+    ASSERT_TRUE(env_->StartServer(server));
+    socket_path_ = env_->base() + "/control.sock";
+    control_address_ = "unix:" + socket_path_;
+    metrics_port_ = ringfs::testing::UnusedLoopbackPort();
+    ringfs::testing::MountOptions options;
+    options.transport = Spec().transport;
+    options.extra = {"control=" + control_address_,
+                     "metrics=127.0.0.1:" + std::to_string(metrics_port_)};
+    ASSERT_TRUE(env_->Mount(options));
+    // The control service and metrics start right after the mount answers.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (access(socket_path_.c_str(), F_OK) != 0 || HttpGet(metrics_port_, "/metrics").empty() ||
+           HttpGet(server_metrics_port_, "/metrics").empty()) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "control/metrics endpoints never answered:\n"
+          << env_->DescribeLogs();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
 
@@ -157,6 +186,7 @@ class PrometheusTest : public ControlTest {
 
   std::string prom_dir_;
   int prom_port_ = 0;
+  int server_metrics_port_ = 0;
   std::unique_ptr<ringfs::testing::ChildProcess> prometheus_;
 };
 
@@ -237,6 +267,18 @@ TEST_F(PrometheusTest, PerQueueSeriesAndChangedSettingsReachPrometheus) {
   EXPECT_EQ(Query("ringfs_frontend_background_inflight").size(), 2u);
   EXPECT_EQ(Query("ringfs_frontend_background_queued").size(), 2u);
   EXPECT_EQ(Query("ringfs_frontend_backend_reconnects_total").size(), 2u);
+
+  // The server's endpoint, scraped as job ringfs-server: it served the workload's writes.
+  ASSERT_TRUE(WaitFor("up{job=\"ringfs-server\"} == 1"))
+      << ringfs::testing::ReadFileOrEmpty(prom_dir_ + "/prometheus.log");
+  ASSERT_TRUE(WaitFor("ringfs_server_requests_total{job=\"ringfs-server\",op=\"WRITE\"} > 0"));
+  EXPECT_TRUE(WaitFor(absl::StrFormat(
+      "sum(ringfs_server_bytes_total{direction=\"received\"}) >= %d", 3 * 8 * 512 * 1024)))
+      << "at least the data written";
+  std::vector<Sample> sessions = Query("ringfs_server_sessions");
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_GE(sessions[0].value, 1) << "the mount's connections";
+  EXPECT_EQ(Query("ringfs_server_inflight").size(), static_cast<size_t>(sessions[0].value));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// `ringfsctl server ...` against an in-process fake of proto/admin.proto's ServerAdmin: the
-// real ringfsctl binary, the real gRPC transport, canned answers. ringfs-server's own admin
-// service is tested with the server.
+// `ringfsctl server ...` against an in-process fake of proto/admin.proto's ServerAdmin (the real
+// ringfsctl binary, the real gRPC transport, canned answers), and against the real ringfs-server
+// (--admin unix:...) with a real mount as its client. The admin service's own details are tested
+// with the server (server/admin_*_test.cc).
 #include <gmock/gmock.h>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/security/server_credentials.h>
@@ -141,6 +142,75 @@ TEST_F(RingfsctlServerTest, WithoutTheTokenTheServiceRefuses) {
   CommandResult result = RunCtl({"server", "--admin", address_, "sessions"});
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.err, HasSubstr("UNAUTHENTICATED"));
+}
+
+// The real server: a uring mount makes one session per queue under one client id.
+class RingfsctlRealServerTest : public ringfs::testing::RingfsTestBase {
+ protected:
+  void SetUp() override {
+    RingfsTestBase::SetUp();
+    if (HasFatalFailure() || IsSkipped()) return;
+    ASSERT_TRUE(NewEnv());
+    address_ = "unix:" + env_->base() + "/admin.sock";
+    ringfs::testing::ServerOptions server;
+    server.extra_args = {"--admin", address_};
+    ASSERT_TRUE(env_->StartServer(server));
+    ASSERT_TRUE(env_->Mount(ringfs::testing::MountOptions{}));
+  }
+
+  CommandResult Ctl(std::vector<std::string> args, bool json = false) {
+    std::vector<std::string> argv;
+    if (json) argv.push_back("--json");
+    argv.insert(argv.end(), {"server", "--admin", address_});
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCtl(argv);
+  }
+
+  std::string address_;
+};
+
+TEST_F(RingfsctlRealServerTest, SessionsExportAndSetLimitAgainstTheRealServer) {
+  ASSERT_EQ(ringfs::testing::WriteFile(env_->Mnt("f"), "hello"), 0);
+  ASSERT_EQ(ringfs::testing::ReadFile(env_->Mnt("f")), "hello");
+
+  CommandResult sessions = Ctl({"sessions"}, /*json=*/true);
+  ASSERT_EQ(sessions.exit_code, 0) << sessions.err;
+  admin::ListSessionsResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(sessions.out, &parsed).ok())
+      << sessions.out;
+  ASSERT_GE(parsed.sessions_size(), 1) << sessions.out;
+  uint64_t requests = 0;
+  for (const admin::SessionInfo& s : parsed.sessions()) {
+    EXPECT_FALSE(s.client_id().empty());
+    EXPECT_EQ(s.client_id(), parsed.sessions(0).client_id()) << "one mount, one client id";
+    EXPECT_GE(s.max_inflight(), 1u);
+    requests += s.requests_total();
+  }
+  EXPECT_GT(requests, 0u) << "the mount's requests are counted";
+
+  CommandResult exported = Ctl({"export"}, /*json=*/true);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  admin::ExportInfo info;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(exported.out, &info).ok())
+      << exported.out;
+  EXPECT_EQ(info.path(), env_->export_dir());
+  EXPECT_EQ(info.clients(), 1u);
+  EXPECT_EQ(info.sessions(), static_cast<uint64_t>(parsed.sessions_size()));
+
+  const std::string id = std::to_string(parsed.sessions(0).session_id());
+  CommandResult limit = Ctl({"set-limit", id, "8"}, /*json=*/true);
+  ASSERT_EQ(limit.exit_code, 0) << limit.err;
+  admin::SessionInfo changed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(limit.out, &changed).ok()) << limit.out;
+  EXPECT_EQ(changed.max_inflight(), 8u);
+  EXPECT_EQ(ringfs::testing::ReadFile(env_->Mnt("f")), "hello") << "the mount still works";
+
+  CommandResult unknown = Ctl({"set-limit", "999999", "8"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("NOT_FOUND"));
+  CommandResult zero = Ctl({"set-limit", id, "0"});
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_THAT(zero.err, HasSubstr("INVALID_ARGUMENT"));
 }
 
 }  // namespace

@@ -79,6 +79,7 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
     argv.push_back("--workers");
     argv.push_back(std::to_string(options.workers));
   }
+  argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
   ::unlink(ready_path_.c_str());
   std::string error;
   server_ = ChildProcess::Spawn(argv, server_log(), &error);

@@ -28,6 +28,7 @@ struct ServerOptions {
   std::string token_file;  // Empty: no --token-file.
   int workers = 0;         // 0: server default.
   std::string log_level = "info";
+  std::vector<std::string> extra_args;  // Appended to the command line, e.g. {"--admin", ...}.
 };
 
 struct MountOptions {

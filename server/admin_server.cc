@@ -1,0 +1,129 @@
+#include "server/admin_server.h"
+
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
+#include "controller/endpoint.h"
+
+namespace ringfs::server {
+namespace {
+
+// gRPC's Shutdown() waits this long whatever runs; the calls are short (a Drain's wait ends
+// when the Server stops).
+constexpr auto kShutdownGrace = std::chrono::milliseconds(300);
+
+bool SomeoneListens(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return false;
+  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+}
+
+// Removes a socket left behind by a server that died; refuses to touch anything else.
+absl::Status PrepareUnixPath(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError(errno, absl::StrFormat("stat %s", path));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("admin socket path %s exists and is not a socket", path));
+  }
+  if (SomeoneListens(path)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("another process serves the admin socket %s", path));
+  }
+  if (unlink(path.c_str()) != 0) return ErrnoError(errno, absl::StrFormat("remove %s", path));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+AdminServer::AdminServer(AdminBackend* backend, std::string address, std::string token)
+    : backend_(backend), address_(std::move(address)), token_(std::move(token)) {}
+
+AdminServer::~AdminServer() { Stop(); }
+
+absl::Status AdminServer::CheckAddress(const std::string& address, const std::string& token) {
+  absl::StatusOr<controller::Endpoint> endpoint = controller::ParseAddress(address);
+  if (!endpoint.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--admin %s: %s", address, endpoint.status().message()));
+  }
+  if (endpoint->kind == controller::Endpoint::Kind::kTcp && token.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--admin %s (TCP) needs --token-file: the admin service requires the token on TCP",
+        address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdminServer::Start() {
+  RETURN_IF_ERROR(CheckAddress(address_, token_));
+  ASSIGN_OR_RETURN(controller::Endpoint endpoint, controller::ParseAddress(address_));
+  const bool tcp = endpoint.kind == controller::Endpoint::Kind::kTcp;
+  if (!tcp) {
+    unix_path_ = endpoint.address;
+    RETURN_IF_ERROR(PrepareUnixPath(unix_path_));
+  }
+  // On a Unix socket the file mode (0600, root) is the access control.
+  service_ = std::make_unique<AdminService>(backend_, tcp ? token_ : std::string());
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(endpoint.GrpcAddress(), grpc::InsecureServerCredentials(),
+                           tcp ? &bound_port : nullptr);
+  builder.RegisterService(service_.get());
+  if (!tcp) {
+    // Created 0600 from the start: there is no moment in which others could connect.
+    mode_t old_umask = umask(0177);
+    server_ = builder.BuildAndStart();
+    umask(old_umask);
+    if (server_ && chmod(unix_path_.c_str(), 0600) != 0) {
+      absl::Status status = ErrnoError(errno, absl::StrFormat("chmod %s", unix_path_));
+      Stop();
+      return status;
+    }
+  } else {
+    server_ = builder.BuildAndStart();
+  }
+  if (!server_) {
+    service_.reset();
+    unix_path_.clear();
+    return absl::UnavailableError(
+        absl::StrFormat("cannot serve the admin service on %s", address_));
+  }
+  if (tcp) {
+    address_ = absl::StrFormat("%s:%d", endpoint.address.substr(0, endpoint.address.rfind(':')),
+                               bound_port);
+  }
+  RINGFS_LOG_INFO("admin service on %s%s", address_, tcp ? " (token required)" : " (mode 0600)");
+  return absl::OkStatus();
+}
+
+void AdminServer::Stop() {
+  if (!server_) return;
+  server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+  server_->Wait();
+  server_.reset();
+  service_.reset();
+  if (!unix_path_.empty()) unlink(unix_path_.c_str());
+  RINGFS_LOG_INFO("admin service on %s stopped", address_);
+}
+
+}  // namespace ringfs::server

@@ -1,0 +1,177 @@
+#include "server/server_metrics.h"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <string.h>
+
+#include <exception>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/fuse_ops.h"
+#include "common/log.h"
+#include "controller/endpoint.h"
+
+namespace ringfs::server {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(const char* name, const char* help, MetricType type) {
+  return MetricFamily{name, help, type, {}};
+}
+
+void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric& metric = family.metric.emplace_back();
+  metric.label = std::move(labels);
+  if (family.type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+}
+
+std::string ErrnoName(int err) {
+  const char* name = strerrorname_np(err);
+  return name != nullptr ? std::string(name) : absl::StrCat("errno", err);
+}
+
+}  // namespace
+
+class ServerMetrics::Collector : public prometheus::Collectable {
+ public:
+  Collector(std::vector<const WorkerStats*> workers, const SessionTable* sessions)
+      : workers_(std::move(workers)), sessions_(sessions) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    MetricFamily requests =
+        Family("ringfs_server_requests_total", "Requests decoded, by FUSE op", MetricType::Counter);
+    MetricFamily duration = Family(
+        "ringfs_server_request_duration_seconds",
+        "From decoding a request to queueing its reply (file I/O included)", MetricType::Histogram);
+    for (size_t op = 0; op < WorkerStats::kOpcodes; ++op) {
+      double count = 0;
+      for (const WorkerStats* w : workers_) count += Read(w->requests_by_op[op]);
+      if (count == 0) continue;
+      const std::string name(fuse::OpName(static_cast<uint32_t>(op)));
+      AddSample(requests, {{"op", name}}, count);
+      AddHistogram(duration, {{"op", name}}, op);
+    }
+
+    MetricFamily bytes =
+        Family("ringfs_server_bytes_total", "Data-wire bytes received from and sent to clients",
+               MetricType::Counter);
+    double received = 0, sent = 0;
+    for (const WorkerStats* w : workers_) {
+      received += Read(w->bytes_received);
+      sent += Read(w->bytes_sent);
+    }
+    AddSample(bytes, {{"direction", "received"}}, received);
+    AddSample(bytes, {{"direction", "sent"}}, sent);
+
+    MetricFamily errors = Family("ringfs_server_errors_total", "Replies with an error, by errno",
+                                 MetricType::Counter);
+    for (size_t err = 1; err < WorkerStats::kErrnos; ++err) {
+      double count = 0;
+      for (const WorkerStats* w : workers_) count += Read(w->errors_by_errno[err]);
+      if (count > 0) AddSample(errors, {{"errno", ErrnoName(static_cast<int>(err))}}, count);
+    }
+
+    MetricFamily rejected =
+        Family("ringfs_server_frames_rejected_total",
+               "Frames refused by the decoder or the framing, by reason", MetricType::Counter);
+    for (size_t r = 0; r < static_cast<size_t>(RejectReason::kCount); ++r) {
+      double count = 0;
+      for (const WorkerStats* w : workers_) count += Read(w->rejected[r]);
+      AddSample(rejected, {{"reason", std::string(RejectReasonName(static_cast<RejectReason>(r)))}},
+                count);
+    }
+
+    std::vector<std::shared_ptr<const SessionStats>> live = sessions_->List();
+    MetricFamily sessions =
+        Family("ringfs_server_sessions", "Live data connections", MetricType::Gauge);
+    AddSample(sessions, {}, static_cast<double>(live.size()));
+    MetricFamily inflight =
+        Family("ringfs_server_inflight", "Requests of a session whose reply is not sent yet",
+               MetricType::Gauge);
+    for (const auto& s : live) {
+      AddSample(inflight, {{"session", absl::StrCat(s->session_id)}}, Read(s->inflight));
+    }
+
+    std::vector<MetricFamily> families;
+    for (MetricFamily* family :
+         {&requests, &duration, &bytes, &errors, &rejected, &sessions, &inflight}) {
+      families.push_back(std::move(*family));
+    }
+    return families;
+  }
+
+ private:
+  // The workers' per-bucket counts, summed, become Prometheus' cumulative buckets, +Inf last.
+  void AddHistogram(MetricFamily& family, std::vector<ClientMetric::Label> labels,
+                    size_t op) const {
+    ClientMetric& metric = family.metric.emplace_back();
+    metric.label = std::move(labels);
+    uint64_t cumulative = 0;
+    uint64_t sum_ns = 0;
+    for (size_t b = 0; b < DurationHistogram::kBuckets; ++b) {
+      for (const WorkerStats* w : workers_) cumulative += Read(w->duration_by_op[op].counts[b]);
+      double bound = b < DurationHistogram::kBoundsSeconds.size()
+                         ? DurationHistogram::kBoundsSeconds[b]
+                         : std::numeric_limits<double>::infinity();
+      metric.histogram.bucket.push_back({cumulative, bound});
+    }
+    for (const WorkerStats* w : workers_) sum_ns += Read(w->duration_by_op[op].sum_ns);
+    metric.histogram.sample_count = cumulative;
+    metric.histogram.sample_sum = static_cast<double>(sum_ns) * 1e-9;
+  }
+
+  const std::vector<const WorkerStats*> workers_;
+  const SessionTable* const sessions_;
+};
+
+ServerMetrics::ServerMetrics(std::vector<const WorkerStats*> workers, const SessionTable* sessions,
+                             std::string address)
+    : workers_(std::move(workers)), sessions_(sessions), address_(std::move(address)) {}
+
+ServerMetrics::~ServerMetrics() { Stop(); }
+
+absl::Status ServerMetrics::CheckAddress(const std::string& address) {
+  absl::StatusOr<controller::Endpoint> endpoint = controller::ParseAddress(address);
+  if (!endpoint.ok() || endpoint->kind != controller::Endpoint::Kind::kTcp) {
+    return absl::InvalidArgumentError(absl::StrFormat("--metrics %s: expected HOST:PORT", address));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServerMetrics::Start() {
+  if (absl::Status valid = CheckAddress(address_); !valid.ok()) return valid;
+  collector_ = std::make_shared<Collector>(workers_, sessions_);
+  try {
+    // prometheus-cpp reports a failed bind by throwing; it stops at this edge.
+    exposer_ = std::make_unique<prometheus::Exposer>(address_, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    collector_.reset();
+    return absl::UnavailableError(
+        absl::StrFormat("cannot serve metrics on %s: %s", address_, e.what()));
+  }
+  exposer_->RegisterCollectable(collector_);
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  if (!ports.empty()) {
+    address_ = absl::StrFormat("%s:%d", address_.substr(0, address_.rfind(':')), ports.front());
+  }
+  RINGFS_LOG_INFO("metrics on http://%s/metrics", address_);
+  return absl::OkStatus();
+}
+
+void ServerMetrics::Stop() {
+  if (!exposer_) return;
+  exposer_.reset();  // joins the HTTP threads: no scrape runs after this
+  collector_.reset();
+}
+
+}  // namespace ringfs::server
