@@ -240,9 +240,11 @@ void MountSession::Run() {
   mounted_ = false;
   WriteStats();
   uint64_t ring = 0, devfuse = 0;
-  for (const auto& s : stats_) {
-    ring += s->ring_requests.load(std::memory_order_relaxed);
-    devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
+  for (const auto& s : stats_) devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
+  if (engine_) {
+    for (size_t i = 0; i < engine_->topology().size(); ++i) {
+      ring += engine_->stats(i).ring_requests.load(std::memory_order_relaxed);
+    }
   }
   RINGFS_LOG_INFO("unmounted %s: %u requests over the ring, %u over /dev/fuse",
                   options_.mountpoint, ring, devfuse);

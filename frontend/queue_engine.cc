@@ -54,6 +54,10 @@ queue::QueueConfig QueueEngine::config() const {
 }
 
 absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool initial) {
+  if (stopped_) {
+    // The mount is gone; starting workers now would register on a dead connection.
+    return absl::FailedPreconditionError("the mount has ended; the queue engine is stopped");
+  }
   const queue::Topology& topology = shared_.topology;
   RETURN_IF_ERROR(queue::Validate(config, topology));
   ASSIGN_OR_RETURN(std::vector<int> owners, queue::ComputeOwners(topology, config.active_cpus));
@@ -131,6 +135,10 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
 }
 
 void QueueEngine::Stop() {
+  {
+    absl::MutexLock lock(&apply_mu_);
+    stopped_ = true;
+  }
   for (auto& worker : workers_) {
     if (worker->running()) worker->Post({RingWorker::Command::Kind::kStop, nullptr, nullptr});
   }

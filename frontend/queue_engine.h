@@ -59,6 +59,7 @@ class QueueEngine {
   mutable absl::Mutex apply_mu_;
   queue::QueueConfig config_ ABSL_GUARDED_BY(apply_mu_);
   std::shared_ptr<const EngineState> state_ ABSL_GUARDED_BY(apply_mu_);
+  bool stopped_ ABSL_GUARDED_BY(apply_mu_) = false;
 };
 
 }  // namespace ringfs::frontend

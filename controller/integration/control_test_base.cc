@@ -168,6 +168,7 @@ void ControlTest::SetUp() {
   const ControlSpec spec = Spec();
   ringfs::testing::MountOptions options;
   options.transport = spec.transport;
+  options.extra = spec.extra_mount_options;
   int control_port = 0;
   if (spec.control == ControlSpec::Control::kUnix) {
     socket_path_ = env_->base() + "/control.sock";

@@ -44,6 +44,7 @@ struct ControlSpec {
   std::string transport = "uring";
   enum class Control { kUnix, kTcp } control = Control::kUnix;
   bool metrics = false;
+  std::vector<std::string> extra_mount_options;  // e.g. "writeback_cache"
 };
 
 class ControlTest : public ringfs::testing::RingfsTestBase {

@@ -40,9 +40,12 @@ class BackgroundLimiter {
   uint32_t limit() const { return limit_; }
   uint32_t inflight() const { return inflight_; }
   size_t queued() const { return queued_count_; }
-  // Highest inflight() since construction or the last ResetHighWater().
+  // Highest inflight() reached by an admission since construction or the last
+  // ResetHighWater(). Requests admitted before the reset (say, under a higher limit that was
+  // just lowered) do not raise it until something new is admitted next to them, so after
+  // SetLimit(L) + ResetHighWater() it never exceeds L.
   uint32_t max_inflight_seen() const { return max_inflight_seen_; }
-  void ResetHighWater() { max_inflight_seen_ = inflight_; }
+  void ResetHighWater() { max_inflight_seen_ = 0; }
   uint64_t admitted_total() const { return admitted_total_; }  // all admissions, any path
   uint64_t queued_total() const { return queued_total_; }      // TryAdmit calls that queued
 

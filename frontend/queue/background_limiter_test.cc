@@ -130,9 +130,9 @@ TEST(BackgroundLimiterTest, CountersAndHighWater) {
   EXPECT_EQ(limiter.max_inflight_seen(), 2u);
 
   limiter.ResetHighWater();
-  EXPECT_EQ(limiter.max_inflight_seen(), 1u);
+  EXPECT_EQ(limiter.max_inflight_seen(), 0u);
   limiter.OnComplete();
-  EXPECT_EQ(limiter.max_inflight_seen(), 1u);
+  EXPECT_EQ(limiter.max_inflight_seen(), 0u);
   limiter.TryAdmit(4);
   EXPECT_EQ(limiter.max_inflight_seen(), 1u);
   limiter.TryAdmit(5);
@@ -172,6 +172,26 @@ TEST(BackgroundLimiterTakeQueuedTest, RemovesWaitingTokensInOrderWithoutAdmittin
   EXPECT_EQ(limiter.queued(), 0u);
   EXPECT_EQ(limiter.inflight(), 1u);
   EXPECT_EQ(limiter.OnComplete(), std::nullopt);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend::queue
+
+namespace ringfs::frontend::queue {
+namespace {
+
+// Regression: the real-mount test of L=1 saw a high-water mark of 3 because the reset kept the
+// requests admitted under the old, higher limit.
+TEST(BackgroundLimiterHighWaterTest, LoweredLimitIsNeverExceededByNewAdmissions) {
+  BackgroundLimiter limiter;
+  for (uint64_t token = 1; token <= 3; ++token) ASSERT_TRUE(limiter.TryAdmit(token));
+  ASSERT_TRUE(limiter.SetLimit(1).ok());
+  limiter.ResetHighWater();
+  EXPECT_FALSE(limiter.TryAdmit(4));
+  limiter.OnComplete();
+  limiter.OnComplete();
+  EXPECT_EQ(limiter.OnComplete(), std::optional<uint64_t>(4));
+  EXPECT_EQ(limiter.max_inflight_seen(), 1u);
 }
 
 }  // namespace
