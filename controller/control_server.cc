@@ -22,16 +22,6 @@ namespace {
 // Streaming calls end at once after ControlService::Shutdown(); this only bounds stragglers.
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
 
-// True when some process accepts connections on the Unix socket at `path`.
-bool SomeoneListens(const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) return false;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return false;
-  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-}
 
 // The TCP rule: no token, no service.
 absl::StatusOr<std::string> TcpToken(const Endpoint& endpoint, const std::string& token_file) {
@@ -64,7 +54,7 @@ absl::Status ControlServer::PrepareUnixPath(const std::string& path) {
     return absl::AlreadyExistsError(
         absl::StrFormat("control socket path %s exists and is not a socket", path));
   }
-  if (SomeoneListens(path)) {
+  if (UnixSocketInUse(path)) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "another process serves the control socket %s (is this mountpoint mounted twice?)", path));
   }

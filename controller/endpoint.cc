@@ -1,11 +1,16 @@
 #include "controller/endpoint.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/unique_fd.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -135,6 +140,16 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= x ^ y;
   }
   return diff == 0;
+}
+
+bool UnixSocketInUse(const std::string& path) {
+  sockaddr_un address{};
+  if (path.size() >= sizeof(address.sun_path)) return false;
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return false;
+  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
 }
 
 }  // namespace ringfs::controller

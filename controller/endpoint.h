@@ -47,4 +47,8 @@ std::string BearerValue(std::string_view token);
 // Compares in time that depends only on the lengths, not on where the contents differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
+// True when some process accepts connections on the Unix socket at `path` (gRPC deletes any
+// file at a socket path when it binds, so a live service's socket must be checked first).
+bool UnixSocketInUse(const std::string& path);
+
 }  // namespace ringfs::controller

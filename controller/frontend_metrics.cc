@@ -241,28 +241,9 @@ absl::Status FrontendMetrics::CheckAddress(const std::string& address) {
 }
 
 absl::Status FrontendMetrics::Start() {
-  collector_ = std::make_shared<Collector>(session_);
-  try {
-    // prometheus-cpp reports a failed bind by throwing; it stops at this edge.
-    exposer_ = std::make_unique<prometheus::Exposer>(address_, /*num_threads=*/2);
-  } catch (const std::exception& e) {
-    collector_.reset();
-    return absl::UnavailableError(
-        absl::StrFormat("cannot serve metrics on %s: %s", address_, e.what()));
-  }
-  exposer_->RegisterCollectable(collector_);
-  std::vector<int> ports = exposer_->GetListeningPorts();
-  if (!ports.empty()) {
-    address_ = absl::StrFormat("%s:%d", address_.substr(0, address_.rfind(':')), ports.front());
-  }
-  RINGFS_LOG_INFO("metrics on http://%s/metrics", address_);
-  return absl::OkStatus();
+  return endpoint_.Start(address_, std::make_shared<Collector>(session_), /*threads=*/2);
 }
 
-void FrontendMetrics::Stop() {
-  if (!exposer_) return;
-  exposer_.reset();  // joins the HTTP threads: no scrape runs after this
-  collector_.reset();
-}
+void FrontendMetrics::Stop() { endpoint_.Stop(); }
 
 }  // namespace ringfs::controller

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "controller/metrics_endpoint.h"
 #include "frontend/mount_session.h"
 
 namespace prometheus {
@@ -51,15 +52,14 @@ class FrontendMetrics {
   void Stop();  // idempotent
 
   // HOST:PORT actually bound (after Start()).
-  std::string address() const { return address_; }
+  std::string address() const { return endpoint_.address(); }
 
  private:
   class Collector;
 
   frontend::MountSession* const session_;
   std::string address_;
-  std::shared_ptr<Collector> collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  MetricsEndpoint endpoint_;
 };
 
 }  // namespace ringfs::controller

@@ -24,15 +24,6 @@ namespace {
 // when the Server stops).
 constexpr auto kShutdownGrace = std::chrono::milliseconds(300);
 
-bool SomeoneListens(const std::string& path) {
-  sockaddr_un address{};
-  if (path.size() >= sizeof(address.sun_path)) return false;
-  address.sun_family = AF_UNIX;
-  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return false;
-  return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
-}
 
 // Removes a socket left behind by a server that died; refuses to touch anything else.
 absl::Status PrepareUnixPath(const std::string& path) {
@@ -45,7 +36,7 @@ absl::Status PrepareUnixPath(const std::string& path) {
     return absl::AlreadyExistsError(
         absl::StrFormat("admin socket path %s exists and is not a socket", path));
   }
-  if (SomeoneListens(path)) {
+  if (controller::UnixSocketInUse(path)) {
     return absl::AlreadyExistsError(
         absl::StrFormat("another process serves the admin socket %s", path));
   }

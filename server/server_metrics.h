@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "controller/metrics_endpoint.h"
 #include "server/server_stats.h"
 
 namespace prometheus {
@@ -40,7 +41,7 @@ class ServerMetrics {
   void Stop();  // idempotent
 
   // HOST:PORT actually bound (after Start()).
-  const std::string& address() const { return address_; }
+  const std::string& address() const { return endpoint_.address(); }
 
  private:
   class Collector;
@@ -48,8 +49,7 @@ class ServerMetrics {
   const std::vector<const WorkerStats*> workers_;
   const SessionTable* const sessions_;
   std::string address_;
-  std::shared_ptr<Collector> collector_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  controller::MetricsEndpoint endpoint_;
 };
 
 }  // namespace ringfs::server
