@@ -45,22 +45,8 @@ absl::Status ControlServer::PrepareUnixPath(const std::string& path) {
       return ErrnoError(errno, absl::StrFormat("create %s", kRuntimeDir));
     }
   }
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return ErrnoError(errno, absl::StrFormat("stat %s", path));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::AlreadyExistsError(
-        absl::StrFormat("control socket path %s exists and is not a socket", path));
-  }
-  if (UnixSocketInUse(path)) {
-    return absl::AlreadyExistsError(absl::StrFormat(
-        "another process serves the control socket %s (is this mountpoint mounted twice?)", path));
-  }
-  // A socket left behind by a mount that died without Stop().
-  if (unlink(path.c_str()) != 0) return ErrnoError(errno, absl::StrFormat("remove %s", path));
-  return absl::OkStatus();
+  // A socket left behind by a mount that died without Stop() is replaced.
+  return ClaimUnixSocketPath(path, "control");
 }
 
 absl::Status ControlServer::CheckOptions(const ControlServerOptions& options) {

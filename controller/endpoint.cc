@@ -1,18 +1,23 @@
 #include "controller/endpoint.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
-#include "common/unique_fd.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "common/unique_fd.h"
 
 namespace ringfs::controller {
 namespace {
@@ -142,6 +147,8 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+namespace {
+
 bool UnixSocketInUse(const std::string& path) {
   sockaddr_un address{};
   if (path.size() >= sizeof(address.sun_path)) return false;
@@ -150,6 +157,26 @@ bool UnixSocketInUse(const std::string& path) {
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return false;
   return connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+}
+
+}  // namespace
+
+absl::Status ClaimUnixSocketPath(const std::string& path, std::string_view what) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return ErrnoError(errno, absl::StrFormat("stat %s", path));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("%s socket path %s exists and is not a socket", what, path));
+  }
+  if (UnixSocketInUse(path)) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("another process serves the %s socket %s", what, path));
+  }
+  if (unlink(path.c_str()) != 0) return ErrnoError(errno, absl::StrFormat("remove %s", path));
+  return absl::OkStatus();
 }
 
 }  // namespace ringfs::controller

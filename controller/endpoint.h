@@ -47,8 +47,10 @@ std::string BearerValue(std::string_view token);
 // Compares in time that depends only on the lengths, not on where the contents differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
-// True when some process accepts connections on the Unix socket at `path` (gRPC deletes any
-// file at a socket path when it binds, so a live service's socket must be checked first).
-bool UnixSocketInUse(const std::string& path);
+// Makes `path` free for a gRPC Unix-socket server to bind: removes a socket left behind by a
+// process that died, and refuses (AlreadyExists) when the path is not a socket or a live process
+// still serves it — gRPC would silently delete whatever file is there. `what` names the socket
+// in messages ("control", "admin").
+absl::Status ClaimUnixSocketPath(const std::string& path, std::string_view what);
 
 }  // namespace ringfs::controller

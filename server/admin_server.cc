@@ -25,24 +25,6 @@ namespace {
 constexpr auto kShutdownGrace = std::chrono::milliseconds(300);
 
 
-// Removes a socket left behind by a server that died; refuses to touch anything else.
-absl::Status PrepareUnixPath(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return absl::OkStatus();
-    return ErrnoError(errno, absl::StrFormat("stat %s", path));
-  }
-  if (!S_ISSOCK(st.st_mode)) {
-    return absl::AlreadyExistsError(
-        absl::StrFormat("admin socket path %s exists and is not a socket", path));
-  }
-  if (controller::UnixSocketInUse(path)) {
-    return absl::AlreadyExistsError(
-        absl::StrFormat("another process serves the admin socket %s", path));
-  }
-  if (unlink(path.c_str()) != 0) return ErrnoError(errno, absl::StrFormat("remove %s", path));
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -71,7 +53,7 @@ absl::Status AdminServer::Start() {
   const bool tcp = endpoint.kind == controller::Endpoint::Kind::kTcp;
   if (!tcp) {
     unix_path_ = endpoint.address;
-    RETURN_IF_ERROR(PrepareUnixPath(unix_path_));
+    RETURN_IF_ERROR(controller::ClaimUnixSocketPath(unix_path_, "admin"));
   }
   // On a Unix socket the file mode (0600, root) is the access control.
   service_ = std::make_unique<AdminService>(backend_, tcp ? token_ : std::string());
