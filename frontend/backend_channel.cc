@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "common/dir_attrs.h"
 #include "common/wire.h"
 
 namespace ringfs::frontend {
@@ -21,7 +22,7 @@ constexpr int kMaxIov = 8;
 
 }  // namespace
 
-absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config) {
+absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config, bool* dir_attrs_on) {
   ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
   wire::ClientHello hello;
   hello.set_wire_version(wire::kWireVersion);
@@ -34,6 +35,7 @@ absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config) {
   hello.set_queue(config.queue);
   hello.set_entry_timeout_ns(config.entry_timeout.count());
   hello.set_attr_timeout_ns(config.attr_timeout.count());
+  hello.set_want_dir_attrs(config.dir_attrs != nullptr);
   RETURN_IF_ERROR(wire::SendHandshake(fd.get(), hello));
   wire::ServerHello reply;
   if (absl::Status status = wire::ReceiveHandshake(fd.get(), &reply); !status.ok()) {
@@ -60,6 +62,7 @@ absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config) {
   send_timeout.tv_sec = ms / 1000;
   send_timeout.tv_usec = (ms % 1000) * 1000;
   setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  if (dir_attrs_on != nullptr) *dir_attrs_on = config.dir_attrs != nullptr && reply.dir_attrs();
   return fd;
 }
 
@@ -84,7 +87,7 @@ absl::Status BackendChannel::Connect() {
     return absl::UnavailableError(
         absl::StrFormat("server %s unreachable; retrying shortly", config_.address.text));
   }
-  absl::StatusOr<UniqueFd> fd = ConnectToServer(config_);
+  absl::StatusOr<UniqueFd> fd = ConnectToServer(config_, &dir_attrs_on_);
   if (!fd.ok()) {
     last_connect_failure_ = now;
     return fd.status();
@@ -236,9 +239,8 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   size_t body = header.len - sizeof(fuse_out_header);
   const PendingReply& expect = it->second;
   bool valid = header.error <= 0 && header.error > -512 &&
-               (header.error == 0
-                    ? body >= expect.min_body && body <= expect.max_body && body <= expect.capacity
-                    : body == 0);
+               (header.error == 0 ? TrailerBytes(expect, body) >= 0 && body <= expect.capacity
+                                  : body == 0);
   if (!valid) {
     Fail(EIO, absl::StrFormat("invalid reply to %s request %u: error %d, %u body bytes",
                               std::string(fuse::OpName(expect.opcode)), header.unique,
@@ -254,7 +256,33 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
 }
 
 void BackendChannel::FinishReply() {
-  Answer(current_reply_.slot, current_.unique, current_.error, current_body_);
+  size_t body = current_.error == 0 ? TakeTrailers() : current_body_;
+  Answer(current_reply_.slot, current_.unique, current_.error, body);
+}
+
+long BackendChannel::TrailerBytes(const PendingReply& expect, size_t body) const {
+  if (body >= expect.min_body && body <= expect.max_body) return 0;
+  // Only fixed-size replies carry trailers, so the plain body ends at max_body.
+  if (!dir_attrs_on_ || !wire::CarriesDirAttrs(expect.opcode) || body < expect.max_body) return -1;
+  size_t extra = body - expect.max_body;
+  if (extra % sizeof(wire::DirAttrTrailer) != 0 ||
+      extra > wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer)) {
+    return -1;
+  }
+  return static_cast<long>(extra);
+}
+
+size_t BackendChannel::TakeTrailers() {
+  long extra = TrailerBytes(current_reply_, current_body_);
+  if (extra <= 0) return current_body_;
+  size_t plain = current_body_ - static_cast<size_t>(extra);
+  const uint64_t now_ns = MonotonicNs();
+  for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
+    wire::DirAttrTrailer trailer;
+    std::memcpy(&trailer, current_reply_.body + at, sizeof(trailer));
+    config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+  }
+  return plain;
 }
 
 void BackendChannel::Answer(uint32_t slot, uint64_t unique, int error, size_t body_size) {

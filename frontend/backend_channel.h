@@ -19,6 +19,7 @@
 #include "common/fuse_ops.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
+#include "frontend/dir_attr_cache.h"
 
 namespace ringfs::frontend {
 
@@ -34,11 +35,14 @@ struct BackendConfig {
   std::chrono::milliseconds connect_timeout{5000};
   // A blocked send gives up after this long and the connection is treated as dead.
   std::chrono::milliseconds send_timeout{30000};
+  // Where post-operation directory attributes go (common/dir_attrs.h); null: not asked for.
+  DirAttrCache* dir_attrs = nullptr;
 };
 
 // Opens a connection and performs the handshake; used by the channel and by the mount's
-// pre-flight check.
-absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config);
+// pre-flight check. `dir_attrs_on`, when given, says whether the server will append dir attrs.
+absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config,
+                                         bool* dir_attrs_on = nullptr);
 
 // Where a reply's body lands and which sizes are acceptable for it.
 struct PendingReply {
@@ -90,6 +94,11 @@ class BackendChannel {
   void ParseStaging();
   bool BeginReply(const fuse_out_header& header);
   void FinishReply();
+  // Bytes of dir-attr trailers in a `body`-byte success reply to `expect`, or -1 if the size
+  // fits neither the plain reply nor the plain reply plus trailers.
+  long TrailerBytes(const PendingReply& expect, size_t body) const;
+  // Hands the trailers of the finished reply to the cache; returns the plain body size.
+  size_t TakeTrailers();
   void Answer(uint32_t slot, uint64_t unique, int error, size_t body_size);
   uint64_t Tag() const;
 
@@ -100,6 +109,7 @@ class BackendChannel {
   UniqueFd fd_;
   uint32_t generation_ = 0;
   uint64_t reconnects_ = 0;
+  bool dir_attrs_on_ = false;  // negotiated on the current connection
   std::chrono::steady_clock::time_point last_connect_failure_{};
 
   absl::flat_hash_map<uint64_t, PendingReply> pending_;

@@ -10,6 +10,7 @@
 #include <map>
 #include <thread>
 
+#include "common/dir_attrs.h"
 #include "common/wire.h"
 #include "proto/fuse_abi.h"
 
@@ -52,6 +53,7 @@ class ScriptedServer {
       reply.set_message("scripted");
       reply.set_max_inflight(hello.max_inflight());
       reply.set_max_frame_bytes(hello.max_frame_bytes());
+      reply.set_dir_attrs(hello.want_dir_attrs());
       if (!wire::SendHandshake(conn.get(), reply).ok()) continue;
       if (reply.result() == wire::ServerHello::OK) script_(conn.get());
     }
@@ -87,7 +89,8 @@ struct Answer {
 
 class Harness : public ReplySink {
  public:
-  explicit Harness(const SocketAddress& address, std::string token = "") {
+  explicit Harness(const SocketAddress& address, std::string token = "",
+                   DirAttrCache* dir_attrs = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -95,6 +98,7 @@ class Harness : public ReplySink {
     config.token = std::move(token);
     config.max_inflight = 8;
     config.connect_timeout = milliseconds(2000);
+    config.dir_attrs = dir_attrs;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
   }
   ~Harness() override {
@@ -270,6 +274,79 @@ TEST(BackendChannelTest, UnreachableServerFailsFast) {
   auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(ConnectToServer(config).ok());
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+std::string Trailer(uint64_t nodeid, uint64_t ctime) {
+  wire::DirAttrTrailer trailer;
+  trailer.nodeid = nodeid;
+  trailer.attr.attr_valid = 5;
+  trailer.attr.attr.ino = nodeid;
+  trailer.attr.attr.ctime = ctime;
+  trailer.attr.attr.mode = S_IFDIR | 0755;
+  return std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+}
+
+TEST(BackendChannelTest, DirAttrTrailersAreStrippedAndCached) {
+  ScriptedServer server([](int fd) {
+    fuse_in_header unlink = ReadRequest(fd), create = ReadRequest(fd), rename = ReadRequest(fd);
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    WriteReply(fd, create.unique, 0, std::string(sizeof(fuse_entry_out) + sizeof(fuse_open_out),
+                                                 'e') + Trailer(8, 200));
+    WriteReply(fd, rename.unique, 0, Trailer(9, 300) + Trailer(10, 400));
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache);
+  ASSERT_TRUE(h.channel().Connect().ok());
+  const size_t create_size = sizeof(fuse_entry_out) + sizeof(fuse_open_out);
+  ASSERT_TRUE(h.Send(0, FUSE_UNLINK, 1, 0, 0).ok());
+  ASSERT_TRUE(h.Send(1, FUSE_CREATE, 2, create_size, create_size).ok());
+  ASSERT_TRUE(h.Send(2, FUSE_RENAME, 3, 0, 0).ok());
+  h.WaitForAnswers(3);
+  ASSERT_EQ(h.answers_.size(), 3u);
+  for (auto& [slot, answer] : h.answers_) EXPECT_EQ(answer.header.error, 0) << slot;
+  // The kernel sees the plain replies only.
+  EXPECT_EQ(h.answers_[0].body_size, 0u);
+  EXPECT_EQ(h.answers_[0].header.len, sizeof(fuse_out_header));
+  EXPECT_EQ(h.answers_[1].body_size, create_size);
+  EXPECT_EQ(h.answers_[2].body_size, 0u);
+  const uint64_t now = MonotonicNs();
+  for (uint64_t nodeid : {7, 8, 9, 10}) {
+    std::optional<fuse_attr_out> attr = cache.Take(nodeid, now);
+    ASSERT_TRUE(attr.has_value()) << nodeid;
+    EXPECT_EQ(attr->attr.ino, nodeid);
+  }
+}
+
+TEST(BackendChannelTest, TrailersAreInvalidWhereTheyDoNotBelong) {
+  // A LOOKUP reply never carries trailers, and without negotiation no reply does: both are a
+  // misbehaving server.
+  ScriptedServer server([](int fd) {
+    fuse_in_header lookup = ReadRequest(fd);
+    WriteReply(fd, lookup.unique, 0, std::string(sizeof(fuse_entry_out), 'e') + Trailer(7, 1));
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  Harness with_cache(server.address(), "", &cache);
+  ASSERT_TRUE(with_cache.channel().Connect().ok());
+  ASSERT_TRUE(
+      with_cache.Send(0, FUSE_LOOKUP, 1, sizeof(fuse_entry_out), sizeof(fuse_entry_out)).ok());
+  with_cache.WaitForAnswers(1);
+  EXPECT_EQ(with_cache.answers_[0].header.error, -EIO);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(BackendChannelTest, UnnegotiatedTrailerIsInvalid) {
+  ScriptedServer server([](int fd) {
+    fuse_in_header unlink = ReadRequest(fd);
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 1));
+    ReadRequest(fd);
+  });
+  Harness h(server.address());
+  ASSERT_TRUE(h.channel().Connect().ok());
+  ASSERT_TRUE(h.Send(0, FUSE_UNLINK, 1, 0, 0).ok());
+  h.WaitForAnswers(1);
+  EXPECT_EQ(h.answers_[0].header.error, -EIO);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "frontend/completion_tags.h"
+#include "frontend/local_answer.h"
 #include "frontend/worker_thread.h"
 
 namespace ringfs::frontend {
@@ -133,6 +134,17 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   }
   size_t struct_size = std::min<size_t>(op->in_struct_size, in.len - sizeof(in));
   const char* op_in = buffer + sizeof(in);
+  if (std::optional<LocalAnswer> local =
+          AnswerLocally(in.opcode, in.nodeid, op_in, struct_size, config_.backend.dir_attrs,
+                        buffer + sizeof(fuse_out_header), MonotonicNs())) {
+    // The request's bytes are no longer needed: the body may overwrite them.
+    stats_->Add(stats_->answered_locally);
+    if (local->error != 0) stats_->Add(stats_->errors);
+    fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + local->body_size),
+                           -local->error, in.unique};
+    WriteReply(slot, header, local->body_size);
+    return;
+  }
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
   // The reply body lands in the same buffer right after room for fuse_out_header: the request
   // has been sent by then.

@@ -67,6 +67,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.entry_timeout = options_.entry_timeout;
   config.attr_timeout = options_.attr_timeout;
   config.connect_timeout = options_.connect_timeout;
+  config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   return config;
 }
 
@@ -257,19 +258,20 @@ void MountSession::WriteStats() const {
   if (engine_) {
     for (size_t i = 0; i < engine_->topology().size(); ++i) all.push_back(&engine_->stats(i));
   }
-  uint64_t ring = 0, devfuse = 0, forgets = 0, errors = 0, replies = 0;
+  uint64_t ring = 0, devfuse = 0, forgets = 0, errors = 0, replies = 0, local = 0;
   for (const WorkerStats* s : all) {
     ring += s->ring_requests.load(std::memory_order_relaxed);
     devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
     forgets += s->forgets.load(std::memory_order_relaxed);
     errors += s->errors.load(std::memory_order_relaxed);
     replies += s->replies.load(std::memory_order_relaxed);
+    local += s->answered_locally.load(std::memory_order_relaxed);
   }
   // INIT was read before any worker existed; count it so devfuse_requests is complete.
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nerrors=%u\n"
-      "replies=%u\nqueues=%u\n",
-      init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies,
+      "replies=%u\nanswered_locally=%u\nqueues=%u\n",
+      init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies, local,
       engine_ ? engine_->topology().size() : devfuse_workers_.size());
   if (engine_) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.

@@ -74,6 +74,8 @@ class MountSession {
   dev_t device_ = 0;
   std::chrono::steady_clock::time_point started_;
   std::vector<std::unique_ptr<WorkerStats>> stats_;
+  // Shared by every worker's backend connection (see local_answer.h).
+  std::unique_ptr<DirAttrCache> dir_attr_cache_ = std::make_unique<DirAttrCache>();
   std::unique_ptr<QueueEngine> engine_;
   std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;
 };

@@ -69,6 +69,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->stats_file = value;
   } else if (key == "writeback_cache") {
     out->writeback_cache = true;
+  } else if (key == "no_dir_attrs") {
+    out->dir_attrs = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
     auto parsed = ParseSeconds(key, value);
     if (!parsed.ok()) return parsed.status();
@@ -136,7 +138,7 @@ std::string Usage() {
   return "usage: ringfs-mount HOST:PORT:/ MOUNTPOINT [-f] [-o OPTION[,OPTION...]]\n"
          "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
-         "         token_file=PATH  stats_file=PATH  writeback_cache  ro\n"
+         "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  ro\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "control:  control=unix:PATH|HOST:PORT|none  control_token_file=PATH\n"

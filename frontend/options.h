@@ -29,6 +29,8 @@ struct MountOptions {
   std::string token_file;
   std::string stats_file;
   bool writeback_cache = false;
+  // Ask the server for post-operation directory attributes (common/dir_attrs.h).
+  bool dir_attrs = true;
   std::chrono::nanoseconds entry_timeout = std::chrono::seconds(1);
   std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
   std::chrono::milliseconds connect_timeout{5000};

@@ -293,6 +293,12 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
       CommitError(entry, EIO);
       return;
     }
+    if (std::optional<LocalAnswer> local =
+            AnswerLocally(in.opcode, in.nodeid, entry->header->op_in, op->in_struct_size,
+                          backend_config_.dir_attrs, entry->payload, entry->received_ns)) {
+      CommitLocal(entry, *local);
+      return;
+    }
     entry->request_class = queue::ClassifyKernelRequest(in.opcode, entry->header->op_in,
                                                         op->in_struct_size);
     Route(entry);
@@ -454,6 +460,19 @@ void RingWorker::Commit(RingEntry* entry) {
     stats_->request_duration[background ? 1 : 0].Observe(NowNs() - entry->received_ns);
   }
   SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
+}
+
+void RingWorker::CommitLocal(RingEntry* entry, const LocalAnswer& answer) {
+  WorkerStats::Add(stats_->answered_locally);
+  if (answer.error != 0) {
+    CommitError(entry, answer.error);
+    return;
+  }
+  fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + answer.body_size), 0,
+                         entry->unique};
+  std::memcpy(entry->header->in_out, &header, sizeof(header));
+  entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(answer.body_size);
+  Commit(entry);
 }
 
 void RingWorker::CommitError(RingEntry* entry, int err) {

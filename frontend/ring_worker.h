@@ -21,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "frontend/backend_channel.h"
 #include "frontend/completion_tags.h"
+#include "frontend/local_answer.h"
 #include "frontend/engine_state.h"
 #include "frontend/queue/background_limiter.h"
 #include "frontend/worker_stats.h"
@@ -64,6 +65,7 @@ class RingWorker : public ReplySink {
   void Complete(RingEntry* entry);
   void Commit(RingEntry* entry);
   void CommitError(RingEntry* entry, int err);
+  void CommitLocal(RingEntry* entry, const LocalAnswer& answer);
   void HandOff(RingEntry* entry, int target_index, HandoffKind kind);
   void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);
   io_uring_sqe* NextSqe();

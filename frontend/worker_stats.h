@@ -43,6 +43,7 @@ struct WorkerStats {
   std::atomic<uint64_t> devfuse_requests{0};  // requests read from /dev/fuse
   std::atomic<uint64_t> forgets{0};
   std::atomic<uint64_t> replies{0};     // answers committed/written back to the kernel
+  std::atomic<uint64_t> answered_locally{0};  // of those, without the server (local_answer.h)
   std::atomic<uint64_t> errors{0};      // answers with error != 0 that ringfs itself produced
   std::atomic<uint64_t> reconnects{0};
 

@@ -196,6 +196,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
     return;
   }
   wire::ServerHello reply = Validate(hello, options_, session_id);
+  reply.set_dir_attrs(hello.want_dir_attrs());
   std::shared_ptr<ClientState> client;
   if (reply.result() == wire::ServerHello::OK) {
     auto state = registry_->GetOrCreate(hello.client_id());
@@ -235,6 +236,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.max_inflight = reply.max_inflight();
   setup.max_frame_bytes = reply.max_frame_bytes();
   setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
+  setup.dir_attrs = reply.dir_attrs();
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

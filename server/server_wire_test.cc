@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "common/dir_attrs.h"
 #include "common/wire.h"
 #include "server/server.h"
 #include "server/test_client.h"
@@ -538,6 +539,92 @@ TEST_F(WireTest, FloorModeAnswersWithoutFileIo) {
   ASSERT_EQ(r.header.error, 0);
   struct stat st {};
   EXPECT_EQ(stat(export_.Join("made").c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+std::vector<wire::DirAttrTrailer> Trailers(const Reply& r, size_t plain_size) {
+  std::vector<wire::DirAttrTrailer> out;
+  EXPECT_GE(r.body.size(), plain_size);
+  EXPECT_EQ((r.body.size() - plain_size) % sizeof(wire::DirAttrTrailer), 0u);
+  for (size_t at = plain_size; at + sizeof(wire::DirAttrTrailer) <= r.body.size();
+       at += sizeof(wire::DirAttrTrailer)) {
+    wire::DirAttrTrailer t;
+    std::memcpy(&t, r.body.data() + at, sizeof(t));
+    out.push_back(t);
+  }
+  return out;
+}
+
+TEST_F(WireTest, DirAttrsFollowDirectoryChangesWhenAsked) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_TRUE(accepted.dir_attrs());
+  TestClient& client = **connected;
+
+  fuse_mkdir_in mkdir_in{};
+  mkdir_in.mode = 0755;
+  Reply r = Call(client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("d")));
+  ASSERT_EQ(r.header.error, 0);
+  auto trailers = Trailers(r, sizeof(fuse_entry_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  struct stat root {};
+  ASSERT_EQ(stat(export_.path().c_str(), &root), 0);
+  EXPECT_EQ(trailers[0].nodeid, 1u);
+  EXPECT_EQ(trailers[0].attr.attr.nlink, root.st_nlink);  // the new subdirectory's ".." counts
+  EXPECT_EQ(trailers[0].attr.attr.mtime, static_cast<uint64_t>(root.st_mtim.tv_sec));
+  EXPECT_EQ(trailers[0].attr.attr.mtimensec, static_cast<uint32_t>(root.st_mtim.tv_nsec));
+  const uint64_t dir = r.As<fuse_entry_out>().nodeid;
+
+  fuse_create_in create{};
+  create.flags = O_WRONLY | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  r = Call(client, Frame(FUSE_CREATE, ++unique_, dir, Bytes(create) + CName("f")));
+  ASSERT_EQ(r.header.error, 0);
+  trailers = Trailers(r, sizeof(fuse_entry_out) + sizeof(fuse_open_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  EXPECT_EQ(trailers[0].nodeid, dir);
+
+  // A rename between two directories reports both.
+  fuse_rename_in rename{};
+  rename.newdir = 1;
+  r = Call(client, Frame(FUSE_RENAME, ++unique_, dir, Bytes(rename) + CName("f") + CName("g")));
+  ASSERT_EQ(r.header.error, 0);
+  trailers = Trailers(r, 0);
+  ASSERT_EQ(trailers.size(), 2u);
+  EXPECT_EQ(trailers[0].nodeid, dir);
+  EXPECT_EQ(trailers[1].nodeid, 1u);
+
+  r = Call(client, Frame(FUSE_UNLINK, ++unique_, 1, CName("g")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(Trailers(r, 0).size(), 1u);
+
+  // Failures and requests that change no directory carry nothing.
+  r = Call(client, Frame(FUSE_UNLINK, ++unique_, 1, CName("g")));
+  EXPECT_EQ(r.header.error, -ENOENT);
+  EXPECT_TRUE(r.body.empty());
+  r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("d")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
+}
+
+TEST_F(WireTest, NoDirAttrsUnlessAsked) {
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, DefaultHello(), &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_FALSE(accepted.dir_attrs());
+  fuse_mknod_in mknod{};
+  mknod.mode = S_IFREG | 0644;
+  Reply r = Call(**connected, Frame(FUSE_MKNOD, ++unique_, 1, Bytes(mknod) + CName("x")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
 }
 
 }  // namespace

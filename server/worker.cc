@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "proto/fuse_abi.h"
+#include "server/dir_attrs.h"
 #include "server/request.h"
 
 namespace ringfs::server {
@@ -459,9 +460,13 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     return;
   }
   SetInflight(c, c->inflight + 1);
-  Buffer* reply = pool_.Get(kOutHeader + request->reply_capacity);
-  ReplyBody body(reply->data.get() + kOutHeader, request->reply_capacity);
+  const bool dir_attrs = c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode);
+  const size_t capacity =
+      request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
+  Buffer* reply = pool_.Get(kOutHeader + capacity);
+  ReplyBody body(reply->data.get() + kOutHeader, capacity);
   Outcome outcome = executor_.Execute(ctx, *request, body);
+  if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
   if (outcome.status.ok() && outcome.io.has_value()) {
     StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned);
     return;

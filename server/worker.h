@@ -45,6 +45,7 @@ struct ConnectionSetup {
   uint32_t max_inflight = 1;
   uint32_t max_frame_bytes = 0;
   CacheTimes times;
+  bool dir_attrs = false;  // append post-op directory attributes (common/dir_attrs.h)
 };
 
 class Worker {

@@ -278,6 +278,47 @@ TEST_P(OpsTest, MkdirAndRmdir) {
   EXPECT_EQ(RINGFS_ERRNO(::lstat(Exp("d").c_str(), &st)), ENOENT);
 }
 
+// A directory's attributes right after each change come from the post-operation snapshot the
+// server sends with the reply (common/dir_attrs.h) instead of a GETATTR: they must match the
+// export exactly, and the shortcut must really be taken.
+TEST_P(OpsTest, DirectoryAttributesExactAfterEachChange) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  auto expect_same = [&](const std::string& step) {
+    struct stat seen = Stat(Mnt("d"));
+    struct stat truth = Stat(Exp("d"));
+    EXPECT_EQ(seen.st_nlink, truth.st_nlink) << step;
+    EXPECT_EQ(seen.st_size, truth.st_size) << step;
+    EXPECT_EQ(seen.st_mtim.tv_sec, truth.st_mtim.tv_sec) << step;
+    EXPECT_EQ(seen.st_mtim.tv_nsec, truth.st_mtim.tv_nsec) << step;
+    EXPECT_EQ(seen.st_ctim.tv_nsec, truth.st_ctim.tv_nsec) << step;
+    EXPECT_EQ(seen.st_mode, truth.st_mode) << step;
+  };
+  for (int i = 0; i < 20; ++i) {
+    const std::string n = std::to_string(i);
+    ASSERT_EQ(WriteFile(Mnt("d/f" + n), "x"), 0);
+    expect_same("create f" + n);
+    ASSERT_EQ(::mkdir(Mnt("d/s" + n).c_str(), 0755), 0) << ErrnoName(errno);
+    expect_same("mkdir s" + n);
+    ASSERT_EQ(::rename(Mnt("d/f" + n).c_str(), Mnt("d/s" + n + "/g").c_str()), 0);
+    expect_same("rename f" + n);
+    ASSERT_EQ(::unlink(Mnt("d/s" + n + "/g").c_str()), 0) << ErrnoName(errno);
+    ASSERT_EQ(::rmdir(Mnt("d/s" + n).c_str()), 0) << ErrnoName(errno);
+    expect_same("rmdir s" + n);
+  }
+  // A mode change carries no snapshot; the next stat must not see an old one.
+  ASSERT_EQ(WriteFile(Mnt("d/last"), "x"), 0);
+  ASSERT_EQ(::chmod(Mnt("d").c_str(), 0700), 0);
+  EXPECT_EQ(Stat(Mnt("d")).st_mode & 07777, 0700u);
+  // The stats file is rewritten about every 200 ms. Each step above answers one GETATTR
+  // locally at most; 40 of the 80 leaves room for a snapshot outliving its 1 s on a slow host.
+  uint64_t local = 0;
+  for (int tries = 0; tries < 30 && local < 40; ++tries) {
+    usleep(100'000);
+    local = StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+  }
+  EXPECT_GE(local, 40u);
+}
+
 TEST_P(OpsTest, Unlink) {
   ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
   ASSERT_EQ(::unlink(Mnt("f").c_str()), 0) << ErrnoName(errno);

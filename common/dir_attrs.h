@@ -1,0 +1,49 @@
+// Post-operation directory attributes ("dir attrs"): an optional trailer the server appends to
+// successful replies of requests that change a directory, when the connection negotiated it in
+// the handshake (ClientHello.want_dir_attrs / ServerHello.dir_attrs).
+//
+// Why: every create or remove in a directory makes the kernel drop that directory's cached
+// attributes, and with default_permissions the next path walk through it must GETATTR it again
+// before the permission check. That is one extra round trip per create/unlink. The server
+// already touches the directory, so it stats it right after the operation and sends the
+// result along; the client answers the kernel's GETATTR from it (NFS's "wcc" post-op attributes
+// do the same job). The kernel never sees the trailer.
+//
+// Layout: the normal reply body, then 1..kMaxDirAttrTrailers DirAttrTrailer records.
+#pragma once
+
+#include <linux/fuse.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ringfs::wire {
+
+struct DirAttrTrailer {
+  uint64_t nodeid = 0;  // the directory
+  fuse_attr_out attr{};  // attr_valid: how long the client may use it
+};
+static_assert(sizeof(DirAttrTrailer) == 112, "wire layout");
+
+// RENAME/RENAME2 report both directories.
+inline constexpr size_t kMaxDirAttrTrailers = 2;
+
+// Opcodes whose success reply may carry dir-attr trailers.
+constexpr bool CarriesDirAttrs(uint32_t opcode) {
+  switch (opcode) {
+    case FUSE_CREATE:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+    case FUSE_LINK:
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace ringfs::wire

@@ -1,0 +1,61 @@
+#include "frontend/dir_attr_cache.h"
+
+#include <tuple>
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kNsPerSec = 1'000'000'000;
+
+auto ChangeTime(const fuse_attr& attr) {
+  return std::make_tuple(attr.ctime, attr.ctimensec, attr.mtime, attr.mtimensec);
+}
+
+}  // namespace
+
+void DirAttrCache::Offer(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns) {
+  const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
+  if (valid_ns == 0) return;
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(nodeid);
+  if (it != entries_.end()) {
+    if (ChangeTime(attr.attr) < ChangeTime(it->second.attr.attr)) return;
+    it->second = Entry{attr, now_ns + valid_ns};
+    return;
+  }
+  if (entries_.size() >= max_entries_) PruneLocked(now_ns);
+  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns});
+}
+
+std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(nodeid);
+  if (it == entries_.end()) return std::nullopt;
+  Entry entry = it->second;
+  entries_.erase(it);
+  if (now_ns >= entry.expires_ns) return std::nullopt;
+  // The kernel may cache the answer only for what is left of the snapshot's lifetime.
+  const uint64_t left_ns = entry.expires_ns - now_ns;
+  entry.attr.attr_valid = left_ns / kNsPerSec;
+  entry.attr.attr_valid_nsec = static_cast<uint32_t>(left_ns % kNsPerSec);
+  return entry.attr;
+}
+
+void DirAttrCache::Drop(uint64_t nodeid) {
+  absl::MutexLock lock(&mu_);
+  entries_.erase(nodeid);
+}
+
+size_t DirAttrCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return entries_.size();
+}
+
+void DirAttrCache::PruneLocked(uint64_t now_ns) {
+  absl::erase_if(entries_, [now_ns](const auto& kv) { return kv.second.expires_ns <= now_ns; });
+  // Still full of live entries (a burst over many directories): forgetting them only costs
+  // the GETATTRs they would have saved.
+  if (entries_.size() >= max_entries_) entries_.clear();
+}
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,33 @@
+// Requests ringfs-mount answers itself, without a server round trip. Used by both transports
+// (ring workers and /dev/fuse workers) so they behave the same.
+//
+// - FLUSH: -ENOSYS. The server buffers nothing (FLUSH there only checked the handle), and the
+//   kernel writes dirty pages back and collects their errors before it sends FLUSH, so the round
+//   trip bought nothing. After the first ENOSYS the kernel stops sending FLUSH on this mount.
+// - GETATTR of a directory whose post-operation attributes arrived with a create/remove reply
+//   (DirAttrCache): answered from them once.
+// Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
+// drop its cached snapshot here before they are forwarded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include "frontend/dir_attr_cache.h"
+
+namespace ringfs::frontend {
+
+struct LocalAnswer {
+  int error = 0;         // 0 or a positive errno
+  size_t body_size = 0;  // bytes written to `body` when error == 0
+};
+
+// `op_in` is the request's argument struct (op_in_size bytes); `body` receives a success body
+// (at least sizeof(fuse_attr_out) bytes). `cache` may be null (feature off). Returns nullopt
+// when the request must go to the server.
+std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
+                                         size_t op_in_size, DirAttrCache* cache, void* body,
+                                         uint64_t now_ns);
+
+}  // namespace ringfs::frontend

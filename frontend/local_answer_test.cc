@@ -1,0 +1,113 @@
+// What ringfs-mount answers without the server: FLUSH, and a directory's GETATTR right after a
+// create/remove reply brought its attributes (DirAttrCache).
+#include "frontend/local_answer.h"
+
+#include <gtest/gtest.h>
+#include <linux/fuse.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "frontend/dir_attr_cache.h"
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+fuse_attr_out Attr(uint64_t ino, uint64_t ctime, uint64_t valid_s = 1) {
+  fuse_attr_out out{};
+  out.attr_valid = valid_s;
+  out.attr.ino = ino;
+  out.attr.ctime = ctime;
+  return out;
+}
+
+TEST(DirAttrCacheTest, AnswersOnceThenForgets) {
+  DirAttrCache cache;
+  cache.Offer(5, Attr(5, 10), 0);
+  auto first = cache.Take(5, kSec / 4);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->attr.ctime, 10u);
+  // The kernel may keep it only for the snapshot's remaining lifetime.
+  EXPECT_EQ(first->attr_valid, 0u);
+  EXPECT_EQ(first->attr_valid_nsec, 3 * kSec / 4);
+  EXPECT_FALSE(cache.Take(5, kSec / 4).has_value());
+}
+
+TEST(DirAttrCacheTest, ExpiredSnapshotIsNotUsed) {
+  DirAttrCache cache;
+  cache.Offer(5, Attr(5, 10), 0);
+  EXPECT_FALSE(cache.Take(5, kSec).has_value());
+  cache.Offer(6, Attr(6, 10, /*valid_s=*/0), 0);  // the mount asked for no attribute caching
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST(DirAttrCacheTest, OlderSnapshotNeverReplacesNewer) {
+  DirAttrCache cache;
+  cache.Offer(5, Attr(5, 20), 0);
+  cache.Offer(5, Attr(5, 10), 1);  // a reply that overtook another on a different connection
+  EXPECT_EQ(cache.Take(5, 2)->attr.ctime, 20u);
+  cache.Offer(5, Attr(5, 20), 0);
+  cache.Offer(5, Attr(5, 30), 1);
+  EXPECT_EQ(cache.Take(5, 2)->attr.ctime, 30u);
+}
+
+TEST(DirAttrCacheTest, StaysBounded) {
+  DirAttrCache cache(/*max_entries=*/8);
+  for (uint64_t i = 0; i < 100; ++i) cache.Offer(i + 2, Attr(i + 2, 1), 0);
+  EXPECT_LE(cache.size(), 8u);
+}
+
+TEST(LocalAnswerTest, FlushIsRefusedSoTheKernelStopsSendingIt) {
+  fuse_flush_in in{};
+  char body[128];
+  auto answer = AnswerLocally(FUSE_FLUSH, 9, &in, sizeof(in), nullptr, body, 0);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error, ENOSYS);
+}
+
+TEST(LocalAnswerTest, GetattrComesFromThePostOpSnapshotOnce) {
+  DirAttrCache cache;
+  cache.Offer(9, Attr(9, 77), 0);
+  fuse_getattr_in in{};
+  fuse_attr_out body{};
+  auto answer = AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error, 0);
+  EXPECT_EQ(answer->body_size, sizeof(fuse_attr_out));
+  EXPECT_EQ(body.attr.ctime, 77u);
+  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1).has_value());
+}
+
+TEST(LocalAnswerTest, GetattrOfAnOpenHandleGoesToTheServer) {
+  DirAttrCache cache;
+  cache.Offer(9, Attr(9, 77), 0);
+  fuse_getattr_in in{};
+  in.getattr_flags = FUSE_GETATTR_FH;
+  fuse_attr_out body{};
+  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1).has_value());
+}
+
+TEST(LocalAnswerTest, SetattrAndXattrChangesDropTheSnapshot) {
+  for (uint32_t opcode : {FUSE_SETATTR, FUSE_SETXATTR, FUSE_REMOVEXATTR}) {
+    DirAttrCache cache;
+    cache.Offer(9, Attr(9, 77), 0);
+    char in[128] = {};
+    char body[128];
+    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), &cache, body, 1).has_value());
+    EXPECT_EQ(cache.size(), 0u) << opcode;
+  }
+}
+
+TEST(LocalAnswerTest, EverythingElseGoesToTheServer) {
+  DirAttrCache cache;
+  char in[128] = {};
+  char body[128];
+  for (uint32_t opcode : {FUSE_LOOKUP, FUSE_READ, FUSE_WRITE, FUSE_CREATE, FUSE_UNLINK}) {
+    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), &cache, body, 1).has_value());
+  }
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

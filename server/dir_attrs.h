@@ -1,0 +1,23 @@
+// Appends post-operation directory attributes to a successful reply (see common/dir_attrs.h
+// for why). Callable from any worker thread.
+#pragma once
+
+#include <cstddef>
+
+#include "common/dir_attrs.h"
+#include "server/executor.h"
+#include "server/request.h"
+
+namespace ringfs::server {
+
+// Extra reply capacity a request with dir attrs needs.
+constexpr size_t DirAttrsCapacity() {
+  return wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer);
+}
+
+// Stats the directories `request` changed and appends one trailer for each that can still be
+// stat'ed. The trailer is an optimisation: a directory that cannot be stat'ed is left out and
+// the client asks for it the usual way. REQUIRES: body has DirAttrsCapacity() bytes spare.
+void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body);
+
+}  // namespace ringfs::server
