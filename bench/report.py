@@ -234,6 +234,8 @@ def render_md(machine, targets, summary, scaling, meta, goals, cpu_goals, notes,
     L.append(f"- machine: Linux {machine['kernel']}, {machine['cpus']} × {machine['cpu_model']}, "
              f"{machine['mem_gib']} GiB")
     L.append(f"- {machine['fio']}; {machine.get('sshfs') or 'sshfs not used'}")
+    if machine.get("export_fs"):
+        L.append(f"- export: {machine['export_fs']}")
     mode = "quick" if machine.get("quick") else "full"
     L.append(f"- mode: {mode}; fio jobs {machine['runtime_s']} s each, scaling points "
              f"{machine['scale_runtime_s']} s each, direct=1, {machine['file_mib']} MiB file "

@@ -19,8 +19,13 @@
 #
 # usage: bench/run.sh [--quick] [--out DIR] [--jobs a,b,...] [--targets native,sshfs,...]
 #   RINGFS_BIN=dir  use ringfs-server/ringfs-mount from dir instead of build/bin
-#   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576; the server keeps
-#                   one descriptor per node, so 100,000 files need more than 20,000)
+#   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576)
+#   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
+#                   (4 GiB sparse image in the work dir), the same filesystem for every target;
+#                   dir: a plain directory on /tmp's filesystem. Why: ext4 without a journal
+#                   (this VM's root fs) skips inodes deleted in the last 1-6 minutes when it
+#                   allocates, so creates right after another target's unlinks get slower
+#                   with every file deleted before them.
 # Run as root. Installs fio, sshfs, openssh-server and python3-matplotlib with apt-get when
 # missing. Everything it starts (servers, mounts, sshd, temp dirs) is removed on exit, also on
 # error or Ctrl-C. Exit status 77 means "cannot run here" (not root, no fio).
@@ -155,6 +160,7 @@ chmod 755 "$WORK"
 EXPORT="$WORK/export"
 LOGS="$OUT/logs"
 mkdir -p "$EXPORT" "$LOGS"
+EXPORT_FS="${EXPORT_FS:-loop}"
 RUNS="$OUT/runs.jsonl"
 : > "$RUNS"
 
@@ -164,6 +170,7 @@ MOUNTED=()        # mountpoints we mounted
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 URING_OLD=""
 CREATED_RUN_SSHD=0
+LOOP_DEV=""       # loop device of the export (EXPORT_FS=loop), detached by cleanup()
 
 is_mounted() { awk -v mp="$1" '$5 == mp { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
@@ -219,6 +226,7 @@ cleanup() {
     kill -9 "$p" 2>/dev/null
     wait "$p" 2>/dev/null
   done
+  [ -n "$LOOP_DEV" ] && losetup -d "$LOOP_DEV" 2>/dev/null
   if [ -n "$URING_OLD" ] && [ -w "$URING_PARAM" ]; then echo "$URING_OLD" > "$URING_PARAM"; fi
   [ "$CREATED_RUN_SSHD" = 1 ] && rmdir /run/sshd 2>/dev/null
   if awk -v w="$WORK/" 'index($5, w) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
@@ -230,6 +238,24 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'log "interrupted"; exit 130' INT TERM
+
+# The export's filesystem (see EXPORT_FS above). Mounted under $WORK, so cleanup() unmounts it
+# (the loop device is released with it) before removing the image.
+EXPORT_FS_NOTE="directory on $(findmnt -n -o FSTYPE --target "$WORK" 2>/dev/null || echo '?') ($WORK)"
+if [ "$EXPORT_FS" = loop ]; then
+  # Direct I/O on the loop device keeps "native" O_DIRECT going to the disk, not to the page
+  # cache of the image file.
+  if truncate -s 4G "$WORK/export.img" &&
+     mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$WORK/export.img" &&
+     LOOP_DEV="$(losetup -f --show --direct-io=on "$WORK/export.img")" &&
+     mount "$LOOP_DEV" "$EXPORT"; then
+    chmod 755 "$EXPORT"
+    EXPORT_FS_NOTE="fresh ext4 with journal on a loop device (4 GiB sparse image on $(findmnt -n -o FSTYPE --target "$WORK" 2>/dev/null || echo '?'))"
+  else
+    log "cannot set up a loop-mounted ext4 export; using a plain directory"
+  fi
+fi
+log "export: $EXPORT_FS_NOTE"
 
 # ---------------------------------------------------------------------------------------------
 # Components.
@@ -565,9 +591,10 @@ done
 # ---------------------------------------------------------------------------------------------
 # Report.
 "$PY" - "$OUT/machine.json" "$ROOT" "$QUICK" "$RUNTIME" "$SCALE_RUNTIME" "$FILE_MB" \
-    "$JOBS" "$TARGETS" "$G_COUNT" "${PLOTS_NOTE}" <<'EOF'
+    "$JOBS" "$TARGETS" "$G_COUNT" "${PLOTS_NOTE}" "$EXPORT_FS_NOTE" <<'EOF'
 import json, os, platform, subprocess, sys, time
-out, root, quick, runtime, scale_runtime, file_mb, jobs, targets, g_count, plots_note = sys.argv[1:]
+(out, root, quick, runtime, scale_runtime, file_mb, jobs, targets, g_count, plots_note,
+ export_fs) = sys.argv[1:]
 def sh(*cmd):
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -593,7 +620,7 @@ json.dump({
                    if l.startswith("SSHFS")), ""),
     "quick": quick == "1", "runtime_s": int(runtime), "scale_runtime_s": int(scale_runtime),
     "file_mib": int(file_mb), "jobs": jobs, "targets": targets, "g_count": int(g_count),
-    "plots_note": plots_note,
+    "plots_note": plots_note, "export_fs": export_fs,
 }, open(out, "w"), indent=1)
 EOF
 "$PY" "$HERE/report.py" "$OUT" || die "report failed"

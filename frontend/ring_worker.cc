@@ -284,6 +284,7 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
     entry->opcode = in.opcode;
     entry->origin_cpu = index_;
     entry->received_ns = NowNs();
+    entry->request_class = queue::RequestClass::kForeground;  // until classified below
     std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
     if (!op || !op->forwarded) {
       CommitError(entry, ENOSYS);
@@ -293,14 +294,15 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
       CommitError(entry, EIO);
       return;
     }
+    // Classified first: the commit's latency histogram is chosen by class, local answers too.
+    entry->request_class = queue::ClassifyKernelRequest(in.opcode, entry->header->op_in,
+                                                        op->in_struct_size);
     if (std::optional<LocalAnswer> local =
             AnswerLocally(in.opcode, in.nodeid, entry->header->op_in, op->in_struct_size,
                           backend_config_.dir_attrs, entry->payload, entry->received_ns)) {
       CommitLocal(entry, *local);
       return;
     }
-    entry->request_class = queue::ClassifyKernelRequest(in.opcode, entry->header->op_in,
-                                                        op->in_struct_size);
     Route(entry);
     return;
   }
