@@ -405,6 +405,116 @@ TEST_P(ExecutorTest, StatfsAccessSeekAllocateCopy) {
   EXPECT_EQ(Exec(FUSE_FSYNCDIR, node, Bytes(fs)).error, ENOTDIR);
 }
 
+// fstat, ftruncate, fchmod and fgetxattr on a file that was unlinked while open: with FH flags
+// the open file is used; without, the node (reopened by handle while the inode lives).
+TEST_P(ExecutorTest, UnlinkedOpenFileKeepsItsAttributes) {
+  auto [node, fh] = Create(1, "u", 0644);
+  ASSERT_EQ(Exec(FUSE_UNLINK, 1, CName("u")).error, 0);
+  fuse_setattr_in set{};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = fh;
+  set.size = 4096;
+  ExecResult r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.size, 4096u);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  fuse_getattr_in get{};
+  get.getattr_flags = FUSE_GETATTR_FH;
+  get.fh = fh;
+  r = Exec(FUSE_GETATTR, node, Bytes(get));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.size, 4096u);
+  set = {};
+  set.valid = FATTR_MODE;
+  set.mode = 0600;
+  r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0600u);
+  fuse_setxattr_in xattr{};
+  xattr.size = 1;
+  EXPECT_EQ(Exec(FUSE_SETXATTR, node, Bytes(xattr).substr(0, FUSE_COMPAT_SETXATTR_IN_SIZE) +
+                                          CName("user.k") + "v")
+                .error,
+            0);
+  // A handle of another node is refused, not used for this one.
+  auto [other, other_fh] = Create(1, "other", 0644);
+  set = {};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = other_fh;
+  EXPECT_EQ(Exec(FUSE_SETATTR, node, Bytes(set)).error, EBADF);
+}
+
+// Deleted behind the client's back with no handle open: the path table still holds the inode;
+// the handle table answers ESTALE (so the kernel looks the name up again).
+TEST_P(ExecutorTest, NodeOfDeletedFile) {
+  std::ofstream(dir_.Join("gone")) << "x";
+  const uint64_t node = LookupId(1, "gone");
+  ASSERT_NE(node, 0u);
+  ASSERT_EQ(unlink(dir_.Join("gone").c_str()), 0);
+  ExecResult r = Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{}));
+  if (handles()) {
+    EXPECT_EQ(r.error, ESTALE);
+  } else {
+    ASSERT_EQ(r.error, 0);
+    EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  }
+  EXPECT_EQ(LookupId(1, "gone"), 0u);
+  Exec(FUSE_FORGET, node, Bytes(fuse_forget_in{1}));
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ENOENT);
+}
+
+// A NodeTable that answers ESTALE for one node: a filesystem that will not reopen an unlinked
+// file by handle even while it is open.
+class StaleNodeTable final : public NodeTable {
+ public:
+  StaleNodeTable(std::unique_ptr<NodeTable> inner, uint64_t stale)
+      : inner_(std::move(inner)), stale_(stale) {}
+  absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override {
+    if (nodeid == stale_) return ErrnoError(ESTALE, "test: stale");
+    return inner_->Get(nodeid);
+  }
+  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override {
+    return inner_->AddLookup(std::move(fd), st);
+  }
+  void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
+  uint64_t LookupCount(uint64_t nodeid) const override { return inner_->LookupCount(nodeid); }
+  size_t size() const override { return inner_->size(); }
+
+ private:
+  std::unique_ptr<NodeTable> inner_;
+  const uint64_t stale_;
+};
+
+TEST_P(ExecutorTest, StaleNodeServedThroughAnOpenHandle) {
+  auto [node, fh] = Create(1, "open", 0644);
+  ASSERT_EQ(Exec(FUSE_UNLINK, 1, CName("open")).error, 0);
+  client_->nodes = std::make_unique<StaleNodeTable>(std::move(client_->nodes), node);
+  ExecResult r = Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{}));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  fuse_setattr_in set{};
+  set.valid = FATTR_MODE;
+  set.mode = 0640;
+  r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0640u);
+  fuse_getxattr_in get{};
+  EXPECT_EQ(Exec(FUSE_GETXATTR, node, Bytes(get) + CName("user.none")).error, ENODATA);
+  set = {};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = fh;
+  set.size = 7;
+  EXPECT_EQ(Exec(FUSE_SETATTR, node, Bytes(set)).As<fuse_attr_out>().attr.size, 7u);
+  fuse_getattr_in with_fh{};
+  with_fh.getattr_flags = FUSE_GETATTR_FH;
+  with_fh.fh = fh;
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(with_fh)).As<fuse_attr_out>().attr.size, 7u);
+  fuse_release_in release{};
+  release.fh = fh;
+  ASSERT_EQ(Exec(FUSE_RELEASE, node, Bytes(release)).error, 0);
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ESTALE);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tables, ExecutorTest, ::testing::Values("path", "handles"),
                          [](const auto& info) { return info.param; });
 
