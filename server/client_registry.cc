@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "common/status.h"
+#include "server/handle_node_table.h"
 
 namespace ringfs::server {
 
@@ -17,7 +18,11 @@ absl::StatusOr<std::shared_ptr<ClientState>> ClientRegistry::Create(
   if (fstat(root.get(), &st) != 0) return ErrnoError(errno, "stat export root");
   auto state = std::make_shared<ClientState>();
   state->client_id = client_id;
-  state->nodes = std::make_unique<PathNodeTable>(std::move(root), st);
+  if (options_.node_fds != nullptr) {
+    ASSIGN_OR_RETURN(state->nodes, HandleNodeTable::Create(std::move(root), st, options_.node_fds));
+  } else {
+    state->nodes = std::make_unique<PathNodeTable>(std::move(root), st);
+  }
   return state;
 }
 

@@ -6,12 +6,14 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "server/handle_table.h"
+#include "server/node_fd_cache.h"
 #include "server/node_table.h"
 
 namespace ringfs::server {
@@ -24,9 +26,18 @@ struct ClientState {
 
 class ClientRegistry {
  public:
+  struct Options {
+    // Set: every client gets a HandleNodeTable whose open node fds live in this one cache.
+    // Null: a PathNodeTable (one fd per node), for exports where file handles do not work
+    // (see ProbeInodeHandles).
+    std::shared_ptr<NodeFdCache> node_fds;
+  };
+
   // `export_root_fd` (O_PATH directory fd) is borrowed and must outlive the registry; every
   // client state gets its own dup of it as node 1.
-  explicit ClientRegistry(int export_root_fd) : export_root_fd_(export_root_fd) {}
+  explicit ClientRegistry(int export_root_fd) : ClientRegistry(export_root_fd, Options{}) {}
+  ClientRegistry(int export_root_fd, Options options)
+      : export_root_fd_(export_root_fd), options_(std::move(options)) {}
 
   // The state of `client_id`, created on first use. States are kept after the last connection
   // of a client closes, so a client that reconnects (after a network blip) carries on with the
@@ -40,6 +51,7 @@ class ClientRegistry {
   absl::StatusOr<std::shared_ptr<ClientState>> Create(const std::string& client_id) const;
 
   const int export_root_fd_;
+  const Options options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ClientState>> clients_ ABSL_GUARDED_BY(mu_);
 };

@@ -20,6 +20,7 @@ struct ServerConfig {
   bool floor = false;              // transport floor: READ/WRITE answered without file I/O
   std::string admin;               // admin gRPC endpoint "unix:PATH" or "HOST:PORT"; empty = off
   std::string metrics;             // Prometheus /metrics on "HOST:PORT"; empty = off
+  uint32_t node_fd_cache = 0;      // node fds kept open; 0 = from RLIMIT_NOFILE (node_fd_cache.h)
   LogLevel log_level = LogLevel::kInfo;
 };
 

@@ -1,5 +1,7 @@
 // Test-only fixture: a temp export, one client state, and Exec() that runs a hand-built frame
 // through DecodeRequest + Executor (file I/O done synchronously with pread/pwrite/fsync).
+// The client state keeps its nodes by file handle with no fd cached, so every node an executor
+// uses is reopened by handle (RegistryOptions() changes that).
 #pragma once
 
 #include <fcntl.h>
@@ -33,10 +35,16 @@ class ExecutorFixture : public ::testing::Test {
   void SetUp() override {
     root_fd_.Reset(open(dir_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     ASSERT_TRUE(root_fd_.valid());
-    registry_ = std::make_unique<ClientRegistry>(root_fd_.get());
+    registry_ = std::make_unique<ClientRegistry>(root_fd_.get(), RegistryOptions());
     auto state = registry_->GetOrCreate("fixture");
     ASSERT_TRUE(state.ok()) << state.status();
     client_ = *state;
+  }
+
+  virtual ClientRegistry::Options RegistryOptions() const {
+    ClientRegistry::Options options;
+    options.node_fds = std::make_shared<NodeFdCache>(0);
+    return options;
   }
 
   ExecResult Exec(uint32_t opcode, uint64_t nodeid, const std::string& args, uint32_t uid = 0,

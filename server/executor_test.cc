@@ -37,8 +37,16 @@ std::string ReadIn(uint64_t fh, uint64_t offset, uint32_t size) {
   return Bytes(in);
 }
 
-class ExecutorTest : public testing::ExecutorFixture {
+// Every test runs with both node tables: "path" (one fd per node) and "handles" (nodes reopened
+// by file handle for every request, no fd cached).
+class ExecutorTest : public testing::ExecutorFixture,
+                     public ::testing::WithParamInterface<std::string> {
  protected:
+  ClientRegistry::Options RegistryOptions() const override {
+    return GetParam() == "path" ? ClientRegistry::Options{} : ExecutorFixture::RegistryOptions();
+  }
+  bool handles() const { return GetParam() == "handles"; }
+
   // CREATE as uid/gid; returns {nodeid, fh}.
   std::pair<uint64_t, uint64_t> Create(uint64_t parent, const std::string& name, uint32_t mode,
                                        uint32_t flags = O_RDWR, uint32_t uid = 0,
@@ -64,7 +72,7 @@ class ExecutorTest : public testing::ExecutorFixture {
   }
 };
 
-TEST_F(ExecutorTest, CreateOwnershipAndExclusive) {
+TEST_P(ExecutorTest, CreateOwnershipAndExclusive) {
   auto [node, fh] = Create(1, "f", 04755, O_RDWR, 1000, 1000);
   EXPECT_NE(node, 0u);
   struct stat st = Stat("f");
@@ -84,7 +92,7 @@ TEST_F(ExecutorTest, CreateOwnershipAndExclusive) {
   EXPECT_EQ(client_->nodes->LookupCount(node), 2u);
 }
 
-TEST_F(ExecutorTest, SetgidDirectoryKeepsGroup) {
+TEST_P(ExecutorTest, SetgidDirectoryKeepsGroup) {
   ASSERT_EQ(mkdir(dir_.Join("g").c_str(), 02775), 0);
   ASSERT_EQ(chown(dir_.Join("g").c_str(), 0, 4242), 0);
   ASSERT_EQ(chmod(dir_.Join("g").c_str(), 02775), 0);
@@ -98,7 +106,7 @@ TEST_F(ExecutorTest, SetgidDirectoryKeepsGroup) {
   EXPECT_TRUE(Stat("g/sub").st_mode & S_ISGID);
 }
 
-TEST_F(ExecutorTest, OpenTruncReadWrite) {
+TEST_P(ExecutorTest, OpenTruncReadWrite) {
   std::ofstream(dir_.Join("t")) << "0123456789";
   uint64_t node = LookupId(1, "t");
   uint64_t fh = Open(node, O_RDONLY);
@@ -128,7 +136,7 @@ TEST_F(ExecutorTest, OpenTruncReadWrite) {
   EXPECT_EQ(Exec(FUSE_OPEN, 1, Bytes(dir_open)).error, EISDIR);
 }
 
-TEST_F(ExecutorTest, Setattr) {
+TEST_P(ExecutorTest, Setattr) {
   auto [node, fh] = Create(1, "s", 0644);
   fuse_setattr_in in{};
   in.valid = FATTR_MODE;
@@ -181,7 +189,7 @@ TEST_F(ExecutorTest, Setattr) {
   EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0755u);
 }
 
-TEST_F(ExecutorTest, SymlinkReadlinkLinkMknod) {
+TEST_P(ExecutorTest, SymlinkReadlinkLinkMknod) {
   ExecResult r = Exec(FUSE_SYMLINK, 1, CName("l") + CName("some/where"), 1000, 1000);
   ASSERT_EQ(r.error, 0);
   uint64_t l = r.As<fuse_entry_out>().nodeid;
@@ -214,7 +222,7 @@ TEST_F(ExecutorTest, SymlinkReadlinkLinkMknod) {
   EXPECT_EQ(Exec(FUSE_SYMLINK, 1, CName("l") + CName("x")).error, EEXIST);
 }
 
-TEST_F(ExecutorTest, UnlinkRmdirRename) {
+TEST_P(ExecutorTest, UnlinkRmdirRename) {
   std::ofstream(dir_.Join("a")) << "a";
   std::ofstream(dir_.Join("b")) << "b";
   ASSERT_EQ(mkdir(dir_.Join("d").c_str(), 0755), 0);
@@ -238,7 +246,7 @@ TEST_F(ExecutorTest, UnlinkRmdirRename) {
   EXPECT_EQ(Exec(FUSE_UNLINK, 1, CName("nope")).error, ENOENT);
 }
 
-TEST_F(ExecutorTest, ReaddirOffsetsContinue) {
+TEST_P(ExecutorTest, ReaddirOffsetsContinue) {
   for (int i = 0; i < 50; ++i) std::ofstream(dir_.Join("entry_" + std::to_string(i))) << i;
   fuse_open_in open_in{};
   ExecResult r = Exec(FUSE_OPENDIR, 1, Bytes(open_in));
@@ -271,7 +279,7 @@ TEST_F(ExecutorTest, ReaddirOffsetsContinue) {
   EXPECT_EQ(Exec(FUSE_READDIR, 1, ReadIn(fh, 0, 4096)).error, EBADF);
 }
 
-TEST_F(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
+TEST_P(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
   std::ofstream(dir_.Join("x")) << "x";
   uint64_t x = LookupId(1, "x");
   fuse_open_in open_in{};
@@ -296,7 +304,7 @@ TEST_F(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
   EXPECT_EQ(Exec(FUSE_GETATTR, x, Bytes(g)).error, ENOENT);
 }
 
-TEST_F(ExecutorTest, Xattrs) {
+TEST_P(ExecutorTest, Xattrs) {
   auto [node, fh] = Create(1, "x", 0644);
   fuse_setxattr_in set{};
   set.size = 5;
@@ -320,7 +328,7 @@ TEST_F(ExecutorTest, Xattrs) {
   EXPECT_EQ(Exec(FUSE_REMOVEXATTR, node, CName("user.color")).error, ENODATA);
 }
 
-TEST_F(ExecutorTest, XattrOnSymlinkDoesNotFollow) {
+TEST_P(ExecutorTest, XattrOnSymlinkDoesNotFollow) {
   std::ofstream(dir_.Join("target")) << "t";
   ASSERT_EQ(setxattr(dir_.Join("target").c_str(), "user.k", "v", 1, 0), 0);
   ASSERT_EQ(symlink("target", dir_.Join("sl").c_str()), 0);
@@ -330,7 +338,7 @@ TEST_F(ExecutorTest, XattrOnSymlinkDoesNotFollow) {
   EXPECT_NE(Exec(FUSE_GETXATTR, sl, Bytes(get) + CName("user.k")).body, "v");
 }
 
-TEST_F(ExecutorTest, StatfsAccessSeekAllocateCopy) {
+TEST_P(ExecutorTest, StatfsAccessSeekAllocateCopy) {
   ExecResult r = Exec(FUSE_STATFS, 1, "");
   ASSERT_EQ(r.error, 0);
   EXPECT_GT(r.As<fuse_statfs_out>().st.bsize, 0u);
@@ -396,6 +404,119 @@ TEST_F(ExecutorTest, StatfsAccessSeekAllocateCopy) {
   EXPECT_EQ(Exec(FUSE_FSYNC, node, Bytes(fs)).error, 0);
   EXPECT_EQ(Exec(FUSE_FSYNCDIR, node, Bytes(fs)).error, ENOTDIR);
 }
+
+// fstat, ftruncate, fchmod and fgetxattr on a file that was unlinked while open: with FH flags
+// the open file is used; without, the node (reopened by handle while the inode lives).
+TEST_P(ExecutorTest, UnlinkedOpenFileKeepsItsAttributes) {
+  auto [node, fh] = Create(1, "u", 0644);
+  ASSERT_EQ(Exec(FUSE_UNLINK, 1, CName("u")).error, 0);
+  fuse_setattr_in set{};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = fh;
+  set.size = 4096;
+  ExecResult r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.size, 4096u);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  fuse_getattr_in get{};
+  get.getattr_flags = FUSE_GETATTR_FH;
+  get.fh = fh;
+  r = Exec(FUSE_GETATTR, node, Bytes(get));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.size, 4096u);
+  set = {};
+  set.valid = FATTR_MODE;
+  set.mode = 0600;
+  r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0600u);
+  fuse_setxattr_in xattr{};
+  xattr.size = 1;
+  EXPECT_EQ(Exec(FUSE_SETXATTR, node, Bytes(xattr).substr(0, FUSE_COMPAT_SETXATTR_IN_SIZE) +
+                                          CName("user.k") + "v")
+                .error,
+            0);
+  // A handle of another node is refused, not used for this one.
+  auto [other, other_fh] = Create(1, "other", 0644);
+  set = {};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = other_fh;
+  EXPECT_EQ(Exec(FUSE_SETATTR, node, Bytes(set)).error, EBADF);
+}
+
+// Deleted behind the client's back with no handle open: the path table still holds the inode;
+// the handle table answers ESTALE (so the kernel looks the name up again).
+TEST_P(ExecutorTest, NodeOfDeletedFile) {
+  std::ofstream(dir_.Join("gone")) << "x";
+  const uint64_t node = LookupId(1, "gone");
+  ASSERT_NE(node, 0u);
+  ASSERT_EQ(unlink(dir_.Join("gone").c_str()), 0);
+  ExecResult r = Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{}));
+  if (handles()) {
+    EXPECT_EQ(r.error, ESTALE);
+  } else {
+    ASSERT_EQ(r.error, 0);
+    EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  }
+  EXPECT_EQ(LookupId(1, "gone"), 0u);
+  Exec(FUSE_FORGET, node, Bytes(fuse_forget_in{1}));
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ENOENT);
+}
+
+// A NodeTable that answers ESTALE for one node: a filesystem that will not reopen an unlinked
+// file by handle even while it is open.
+class StaleNodeTable final : public NodeTable {
+ public:
+  StaleNodeTable(std::unique_ptr<NodeTable> inner, uint64_t stale)
+      : inner_(std::move(inner)), stale_(stale) {}
+  absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override {
+    if (nodeid == stale_) return ErrnoError(ESTALE, "test: stale");
+    return inner_->Get(nodeid);
+  }
+  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override {
+    return inner_->AddLookup(std::move(fd), st);
+  }
+  void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
+  uint64_t LookupCount(uint64_t nodeid) const override { return inner_->LookupCount(nodeid); }
+  size_t size() const override { return inner_->size(); }
+
+ private:
+  std::unique_ptr<NodeTable> inner_;
+  const uint64_t stale_;
+};
+
+TEST_P(ExecutorTest, StaleNodeServedThroughAnOpenHandle) {
+  auto [node, fh] = Create(1, "open", 0644);
+  ASSERT_EQ(Exec(FUSE_UNLINK, 1, CName("open")).error, 0);
+  client_->nodes = std::make_unique<StaleNodeTable>(std::move(client_->nodes), node);
+  ExecResult r = Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{}));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.nlink, 0u);
+  fuse_setattr_in set{};
+  set.valid = FATTR_MODE;
+  set.mode = 0640;
+  r = Exec(FUSE_SETATTR, node, Bytes(set));
+  ASSERT_EQ(r.error, 0);
+  EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0640u);
+  fuse_getxattr_in get{};
+  EXPECT_EQ(Exec(FUSE_GETXATTR, node, Bytes(get) + CName("user.none")).error, ENODATA);
+  set = {};
+  set.valid = FATTR_SIZE | FATTR_FH;
+  set.fh = fh;
+  set.size = 7;
+  EXPECT_EQ(Exec(FUSE_SETATTR, node, Bytes(set)).As<fuse_attr_out>().attr.size, 7u);
+  fuse_getattr_in with_fh{};
+  with_fh.getattr_flags = FUSE_GETATTR_FH;
+  with_fh.fh = fh;
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(with_fh)).As<fuse_attr_out>().attr.size, 7u);
+  fuse_release_in release{};
+  release.fh = fh;
+  ASSERT_EQ(Exec(FUSE_RELEASE, node, Bytes(release)).error, 0);
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ESTALE);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, ExecutorTest, ::testing::Values("path", "handles"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ringfs::server

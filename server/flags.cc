@@ -47,9 +47,11 @@ std::string_view Usage() {
          "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
          "                     [--log-level debug|info|warn|error] [--floor]\n"
          "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
+         "                     [--node-fd-cache N]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
-         "  --metrics  Prometheus /metrics\n";
+         "  --metrics  Prometheus /metrics\n"
+         "  --node-fd-cache  node fds kept open (default: a quarter of the fd limit)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -102,6 +104,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto n = ParseCount(arg, value, 65536);
       if (!n.ok()) return n.status();
       config.max_inflight = *n;
+    } else if (arg == "--node-fd-cache") {
+      auto n = ParseCount(arg, value, 1u << 20);
+      if (!n.ok()) return n.status();
+      config.node_fd_cache = *n;
     } else if (arg == "--admin") {
       config.admin = value;
     } else if (arg == "--metrics") {

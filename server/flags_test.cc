@@ -24,7 +24,7 @@ TEST(FlagsTest, ParsesAllFlags) {
   std::ofstream(token_file) << "s3cret \n\n";
   auto config = Parse({"--export", dir, "--listen=127.0.0.1:0", "--token-file", token_file,
                        "--workers", "3", "--max-inflight=17", "--ready-file", "/tmp/r",
-                       "--log-level", "debug"});
+                       "--log-level", "debug", "--node-fd-cache", "64"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->export_dir, dir);
   EXPECT_EQ(config->listen, "127.0.0.1:0");
@@ -34,6 +34,7 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->ready_file, "/tmp/r");
   EXPECT_EQ(config->log_level, LogLevel::kDebug);
   EXPECT_FALSE(config->floor);
+  EXPECT_EQ(config->node_fd_cache, 64u);
   unlink(token_file.c_str());
   rmdir(dir);
 }
@@ -44,6 +45,7 @@ TEST(FlagsTest, Rejects) {
   EXPECT_FALSE(Parse({"--export", "/nonexistent-ringfs", "--listen", "127.0.0.1:0"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--workers", "0"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--bogus", "1"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--node-fd-cache", "0"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--log-level", "loud"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--token-file", "/nonexistent"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--token-file", "/dev/null"}).ok());
@@ -51,6 +53,7 @@ TEST(FlagsTest, Rejects) {
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->max_inflight, 256u);
   EXPECT_GE(defaults->workers, 1u);
+  EXPECT_EQ(defaults->node_fd_cache, 0u);  // derived from RLIMIT_NOFILE at start
 }
 
 TEST(FlagsTest, FloorTakesNoValue) {

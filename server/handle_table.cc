@@ -30,6 +30,14 @@ absl::Status HandleTable::Remove(uint64_t fh) {
   return absl::OkStatus();
 }
 
+HandleRef HandleTable::FindByNode(uint64_t nodeid) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [fh, handle] : handles_) {
+    if (handle->nodeid == nodeid) return handle;
+  }
+  return nullptr;
+}
+
 size_t HandleTable::size() const {
   absl::MutexLock lock(&mu_);
   return handles_.size();

@@ -46,6 +46,9 @@ class HandleTable {
   // EBADF for unknown ids.
   absl::StatusOr<HandleRef> Get(uint64_t fh) const;
   absl::Status Remove(uint64_t fh);
+  // Any open handle of node `nodeid`, or null. A scan: for the rare case of a node whose file
+  // can only be reached through an open handle any more (ops_util.cc).
+  HandleRef FindByNode(uint64_t nodeid) const;
   size_t size() const;
 
  private:

@@ -1,12 +1,15 @@
 // Maps the node ids the server hands to a client to the files they stand for, with the FUSE
-// lookup count of each. NodeTable is the interface executors use; PathNodeTable keeps one O_PATH
-// fd per node. A later implementation may key nodes by file handles (name_to_handle_at /
-// open_by_handle_at) so ids survive a server restart; executors do not change for that.
-// Thread-safe: every method may be called from any worker thread.
+// lookup count of each. NodeTable is the interface executors use. PathNodeTable (here) keeps one
+// O_PATH fd per node, so open fds grow with the nodes a client knows; it is the fallback when
+// file handles cannot be used. HandleNodeTable (handle_node_table.h) remembers nodes by kernel
+// file handles and keeps fds open for a bounded number of them only.
+// Ids are sequential per table, never reused, and live until FORGET; one node per (st_dev,
+// st_ino). Thread-safe: every method may be called from any worker thread.
 #pragma once
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -19,14 +22,20 @@
 
 namespace ringfs::server {
 
-// Immutable once created. Shared ownership keeps `fd` open for an executor that is using the
-// node while a concurrent FORGET drops it from the table.
+// Immutable once created, apart from the cache bookkeeping. Shared ownership keeps `fd` open for
+// an executor that is using the node while a concurrent FORGET drops it from the table, or while
+// the fd cache evicts it.
 struct Node {
   uint64_t id = 0;
   UniqueFd fd;  // O_PATH, never followed through a symlink
   dev_t dev = 0;
   ino_t ino = 0;
   mode_t type = 0;  // S_IFMT bits at lookup time
+
+  // NodeFdCache's: set on use, cleared by the clock hand; and the cache slot holding this node,
+  // -1 if none (read and written under the cache's mutex only).
+  mutable std::atomic<bool> used_recently{false};
+  mutable int32_t cache_slot = -1;
 };
 using NodeRef = std::shared_ptr<const Node>;
 
@@ -34,12 +43,14 @@ class NodeTable {
  public:
   virtual ~NodeTable() = default;
 
-  // The node with this id, or ENOENT.
+  // The node with this id, or ENOENT. A table that reopens nodes answers ESTALE when the file no
+  // longer exists (deleted while the client still knew it).
   virtual absl::StatusOr<NodeRef> Get(uint64_t nodeid) const = 0;
 
   // Adds one lookup to the node for (st.st_dev, st.st_ino), creating it from `fd` (an O_PATH fd
-  // of that file) if it is new; an already known node keeps its own fd and `fd` is closed.
-  // Returns the node id. The root is returned as 1 and is not counted.
+  // of that file) if it is new; an already known node keeps its own fd, or adopts `fd` if it has
+  // none open; otherwise `fd` is closed. Returns the node id. The root is returned as 1 and is
+  // not counted.
   virtual absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) = 0;
 
   // Subtracts `nlookup` lookups; the node is dropped (fd closed once unused) at zero. Unknown ids

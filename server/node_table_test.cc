@@ -1,3 +1,6 @@
+// The NodeTable contract, for both implementations: PathNodeTable (one fd per node) and
+// HandleNodeTable (file handles, a few fds cached; here with room for 2, so nodes really are
+// pushed out and reopened). HandleNodeTable's own behaviour is in handle_node_table_test.cc.
 #include "server/node_table.h"
 
 #include <fcntl.h>
@@ -5,15 +8,17 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <string>
 
 #include "common/status.h"
 #include "server/export_fs.h"
+#include "server/handle_node_table.h"
 #include "server/test_client.h"
 
 namespace ringfs::server {
 namespace {
 
-class NodeTableTest : public ::testing::Test {
+class NodeTableTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     std::ofstream(dir_.Join("a")) << "a";
@@ -24,7 +29,14 @@ class NodeTableTest : public ::testing::Test {
     struct stat st {};
     ASSERT_EQ(fstat(root_.get(), &st), 0);
     UniqueFd table_root(dup(root_.get()));
-    table_ = std::make_unique<PathNodeTable>(std::move(table_root), st);
+    if (GetParam() == "path") {
+      table_ = std::make_unique<PathNodeTable>(std::move(table_root), st);
+    } else {
+      auto table =
+          HandleNodeTable::Create(std::move(table_root), st, std::make_shared<NodeFdCache>(2));
+      ASSERT_TRUE(table.ok()) << table.status();
+      table_ = *std::move(table);
+    }
   }
 
   uint64_t Lookup(const std::string& name) {
@@ -39,10 +51,10 @@ class NodeTableTest : public ::testing::Test {
 
   testing::TempDir dir_;
   UniqueFd root_;
-  std::unique_ptr<PathNodeTable> table_;
+  std::unique_ptr<NodeTable> table_;
 };
 
-TEST_F(NodeTableTest, LookupAndForgetCounting) {
+TEST_P(NodeTableTest, LookupAndForgetCounting) {
   uint64_t a = Lookup("a");
   EXPECT_EQ(a, 2u);
   EXPECT_EQ(Lookup("a"), a);
@@ -56,7 +68,7 @@ TEST_F(NodeTableTest, LookupAndForgetCounting) {
   EXPECT_EQ(table_->size(), 1u);  // only the root
 }
 
-TEST_F(NodeTableTest, SameInodeSameIdAndIdsNeverReused) {
+TEST_P(NodeTableTest, SameInodeSameIdAndIdsNeverReused) {
   uint64_t a = Lookup("a");
   EXPECT_EQ(Lookup("a_link"), a);  // hard link: same (dev, ino)
   uint64_t b = Lookup("b");
@@ -66,14 +78,14 @@ TEST_F(NodeTableTest, SameInodeSameIdAndIdsNeverReused) {
   EXPECT_GT(again, b);  // a fresh id, not the forgotten one
 }
 
-TEST_F(NodeTableTest, UnknownIdIsEnoent) {
+TEST_P(NodeTableTest, UnknownIdIsEnoent) {
   auto node = table_->Get(12345);
   ASSERT_FALSE(node.ok());
   EXPECT_EQ(ToErrno(node.status()), ENOENT);
   table_->Forget(12345, 1);  // ignored
 }
 
-TEST_F(NodeTableTest, RootNeverDropped) {
+TEST_P(NodeTableTest, RootNeverDropped) {
   struct stat st {};
   ASSERT_EQ(fstat(root_.get(), &st), 0);
   auto id = table_->AddLookup(UniqueFd(dup(root_.get())), st);
@@ -85,7 +97,7 @@ TEST_F(NodeTableTest, RootNeverDropped) {
   EXPECT_EQ((*root)->type, static_cast<mode_t>(S_IFDIR));
 }
 
-TEST_F(NodeTableTest, NodeStaysUsableAfterConcurrentForget) {
+TEST_P(NodeTableTest, NodeStaysUsableAfterConcurrentForget) {
   uint64_t a = Lookup("a");
   auto node = table_->Get(a);
   ASSERT_TRUE(node.ok());
@@ -95,6 +107,28 @@ TEST_F(NodeTableTest, NodeStaysUsableAfterConcurrentForget) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_TRUE(S_ISREG(st->st_mode));
 }
+
+TEST_P(NodeTableTest, GetGivesTheFileOfTheNode) {
+  const uint64_t a = Lookup("a");
+  const uint64_t b = Lookup("b");
+  struct stat want_a {}, want_b {};
+  ASSERT_EQ(lstat(dir_.Join("a").c_str(), &want_a), 0);
+  ASSERT_EQ(lstat(dir_.Join("b").c_str(), &want_b), 0);
+  for (int round = 0; round < 3; ++round) {
+    for (auto [id, want] : {std::pair{a, want_a}, std::pair{b, want_b}}) {
+      auto node = table_->Get(id);
+      ASSERT_TRUE(node.ok()) << node.status();
+      EXPECT_EQ((*node)->id, id);
+      EXPECT_EQ((*node)->ino, want.st_ino);
+      auto st = StatFd((*node)->fd.get());
+      ASSERT_TRUE(st.ok());
+      EXPECT_EQ(st->st_ino, want.st_ino);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tables, NodeTableTest, ::testing::Values("path", "handles"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ringfs::server

@@ -34,17 +34,17 @@ timespec ToTimespec(uint64_t sec, uint32_t nsec, bool now) {
   return ts;
 }
 
-absl::Status Truncate(const NodeRef& node, const HandleRef& handle, uint64_t size) {
-  if (handle != nullptr) {
-    if (ftruncate(handle->fd.get(), static_cast<off_t>(size)) != 0) {
-      return ErrnoError(errno, "ftruncate");
-    }
-    return absl::OkStatus();
+// `fd` is the open file when the request named one (ftruncate, open with O_TRUNC), else the
+// node's O_PATH fd, reopened for writing here.
+absl::Status Truncate(int fd, bool is_open_file, mode_t type, uint64_t size) {
+  UniqueFd reopened;
+  if (!is_open_file) {
+    if (type == S_IFDIR) return ErrnoError(EISDIR, "truncate directory");
+    if (type != S_IFREG) return ErrnoError(EINVAL, "truncate special file");
+    ASSIGN_OR_RETURN(reopened, Reopen(fd, O_WRONLY));
+    fd = reopened.get();
   }
-  if (node->type == S_IFDIR) return ErrnoError(EISDIR, "truncate directory");
-  if (node->type != S_IFREG) return ErrnoError(EINVAL, "truncate special file");
-  ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), O_WRONLY));
-  if (ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return ErrnoError(errno, "ftruncate");
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) return ErrnoError(errno, "ftruncate");
   return absl::OkStatus();
 }
 
@@ -62,12 +62,23 @@ absl::Status Executor::Run(const OpContext& ctx, const GetattrArgs& a, ReplyBody
 
 absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody& body) const {
   const fuse_setattr_in& in = a.in;
-  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  // With FATTR_FH (ftruncate, open with O_TRUNC) everything goes through the open file: it
+  // works when the file was unlinked meanwhile, whatever its node's fd does.
   HandleRef handle;
+  NodeRef node;
+  int fd;
+  mode_t type;
   if (in.valid & FATTR_FH) {
     ASSIGN_OR_RETURN(handle, GetHandle(ctx, in.fh));
+    if (handle->nodeid != ctx.nodeid) return ErrnoError(EBADF, "file handle of another node");
+    fd = handle->fd.get();
+    ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
+    type = st.st_mode & S_IFMT;
+  } else {
+    ASSIGN_OR_RETURN(node, GetNode(ctx, ctx.nodeid));
+    fd = node->fd.get();
+    type = node->type;
   }
-  const int fd = node->fd.get();
   const std::string path = ProcFdPath(fd);
 
   if (in.valid & (FATTR_UID | FATTR_GID)) {
@@ -78,16 +89,16 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
     }
   }
   if (in.valid & FATTR_MODE) {
-    if (node->type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
+    if (type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
     if (chmod(path.c_str(), in.mode & 07777) != 0) return ErrnoError(errno, "chmod");
-  } else if ((in.valid & FATTR_KILL_SUIDGID) && node->type == S_IFREG) {
+  } else if ((in.valid & FATTR_KILL_SUIDGID) && type == S_IFREG) {
     ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
     mode_t mode = st.st_mode & 07777;
     mode_t killed = mode & ~S_ISUID;
     if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
     if (killed != mode && chmod(path.c_str(), killed) != 0) return ErrnoError(errno, "chmod");
   }
-  if (in.valid & FATTR_SIZE) RETURN_IF_ERROR(Truncate(node, handle, in.size));
+  if (in.valid & FATTR_SIZE) RETURN_IF_ERROR(Truncate(fd, handle != nullptr, type, in.size));
   if (in.valid & (FATTR_ATIME | FATTR_MTIME)) {
     timespec times[2];
     times[0] = (in.valid & FATTR_ATIME)
@@ -96,7 +107,7 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
     times[1] = (in.valid & FATTR_MTIME)
                    ? ToTimespec(in.mtime, in.mtimensec, in.valid & FATTR_MTIME_NOW)
                    : timespec{0, UTIME_OMIT};
-    if (node->type == S_IFLNK) {
+    if (type == S_IFLNK) {
       // The magic link of an O_PATH symlink fd is the symlink itself; utimensat must not follow
       // it any further, hence AT_SYMLINK_NOFOLLOW on an empty path of the fd.
       if (utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {

@@ -12,7 +12,22 @@
 namespace ringfs::server {
 
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid) {
-  return ctx.client->nodes->Get(nodeid);
+  absl::StatusOr<NodeRef> node = ctx.client->nodes->Get(nodeid);
+  if (node.ok() || ToErrno(node.status()) != ESTALE) return node;
+  // fchmod, fchown, futimens or fgetxattr of an unlinked file the client still has open reach
+  // us with its node id only. Most filesystems reopen such a file by handle anyway; for those
+  // that do not, the open handle still reaches it.
+  HandleRef handle = ctx.client->handles.FindByNode(nodeid);
+  if (handle == nullptr) return node;
+  ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(handle->fd.get()));
+  ASSIGN_OR_RETURN(struct stat st, StatFd(path_fd.get()));
+  auto from_handle = std::make_shared<Node>();
+  from_handle->id = nodeid;
+  from_handle->fd = std::move(path_fd);
+  from_handle->dev = st.st_dev;
+  from_handle->ino = st.st_ino;
+  from_handle->type = st.st_mode & S_IFMT;
+  return NodeRef(std::move(from_handle));
 }
 
 absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {

@@ -13,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "server/inode_handle.h"
+#include "server/node_fd_cache.h"
 
 namespace ringfs::server {
 
@@ -52,7 +54,7 @@ absl::Status Server::Start() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   server_id_ = absl::StrFormat("%s:%d", host, getpid());
-  registry_ = std::make_unique<ClientRegistry>(export_fd_.get());
+  registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), NodeTableOptions());
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
@@ -104,6 +106,21 @@ void Server::Stop() {
   }
   for (auto& worker : workers_) worker->Stop();
   if (metrics_stop.joinable()) metrics_stop.join();
+}
+
+ClientRegistry::Options Server::NodeTableOptions() const {
+  ClientRegistry::Options options;
+  // Decided once: a probe on the export root shows whether nodes can be reopened by handle.
+  if (absl::Status probe = ProbeInodeHandles(export_fd_.get()); !probe.ok()) {
+    RINGFS_LOG_WARN("file handles unusable on the export (%s): one open fd per known node",
+                    probe.message());
+    return options;
+  }
+  const size_t capacity =
+      config_.node_fd_cache != 0 ? config_.node_fd_cache : DefaultNodeFdCacheCapacity();
+  options.node_fds = std::make_shared<NodeFdCache>(capacity);
+  RINGFS_LOG_INFO("nodes by file handle, at most %u node fds kept open", capacity);
+  return options;
 }
 
 const std::string& Server::bound_address() const { return bound_address_; }

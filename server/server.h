@@ -55,6 +55,8 @@ class Server final : public AdminBackend {
 
  private:
   uint64_t InflightTotal() const;
+  // How the client states keep their nodes (file handles or one fd each), logged once.
+  ClientRegistry::Options NodeTableOptions() const;
 
   const ServerConfig config_;
   std::string server_id_;

@@ -2,6 +2,7 @@
 // raw client that sends hand-built FUSE frames.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -463,6 +464,92 @@ TEST_F(WireTest, ConcurrentConnectionsOfOneClient) {
   ASSERT_TRUE(state.ok());
   EXPECT_EQ((*state)->handles.size(), 0u);
   EXPECT_EQ((*state)->nodes->size(), 1u);  // every node forgotten, only the root is left
+}
+
+// Regression: with one O_PATH fd per known node, a client that looked up more files than the
+// fd limit allows got EMFILE. Under a soft RLIMIT_NOFILE of 256 the server now serves 4000
+// lookups and then every node again (most reopened by file handle).
+TEST_F(WireTest, ThousandsOfLookupsUnderLowFdLimit) {
+  server_->Stop();
+  server_.reset();
+  constexpr int kFiles = 4000;
+  constexpr int kBatch = 64;  // DefaultHello's max_inflight
+  std::vector<ino_t> inos(kFiles);
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string path = export_.Join("n" + std::to_string(i));
+    std::ofstream(path) << std::string(static_cast<size_t>(i % 13), 'z');
+    struct stat st {};
+    ASSERT_EQ(stat(path.c_str(), &st), 0);
+    inos[i] = st.st_ino;
+  }
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  struct Restore {
+    rlimit limit;
+    ~Restore() { setrlimit(RLIMIT_NOFILE, &limit); }
+  } restore{saved};
+
+  StartServer();  // sizes its node fd cache from the lowered limit
+  auto client = Connect(DefaultHello("many-files"));
+  ASSERT_NE(client, nullptr);
+  // Sends one request per file in pipelined batches; `check` sees each reply with its index.
+  auto for_all = [&](auto frame_of, auto check) {
+    for (int start = 0; start < kFiles; start += kBatch) {
+      const int end = std::min(kFiles, start + kBatch);
+      const uint64_t base = unique_ + 1;
+      std::string batch;
+      for (int i = start; i < end; ++i) batch += frame_of(i, ++unique_);
+      ASSERT_TRUE(client->Send(batch).ok());
+      for (int n = start; n < end; ++n) {
+        auto reply = client->Receive();
+        ASSERT_TRUE(reply.ok()) << reply.status();
+        const int i = start + static_cast<int>(reply->header.unique - base);
+        ASSERT_EQ(reply->header.error, 0) << "file " << i;
+        check(i, *reply);
+      }
+    }
+  };
+  std::vector<uint64_t> ids(kFiles);
+  for_all(
+      [](int i, uint64_t unique) {
+        return Frame(FUSE_LOOKUP, unique, 1, CName("n" + std::to_string(i)));
+      },
+      [&](int i, const Reply& r) {
+        ids[i] = r.As<fuse_entry_out>().nodeid;
+        EXPECT_EQ(r.As<fuse_entry_out>().attr.ino, inos[i]);
+      });
+  for_all(
+      [&](int i, uint64_t unique) {
+        return Frame(FUSE_GETATTR, unique, ids[i], Bytes(fuse_getattr_in{}));
+      },
+      [&](int i, const Reply& r) {
+        EXPECT_EQ(r.As<fuse_attr_out>().attr.ino, inos[i]);
+        EXPECT_EQ(r.As<fuse_attr_out>().attr.size, static_cast<uint64_t>(i % 13));
+      });
+  // Opening and reading a node that was pushed out long ago works too.
+  fuse_open_in open_in{};
+  open_in.flags = O_RDONLY;
+  Reply r = Call(*client, Frame(FUSE_OPEN, ++unique_, ids[12], Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  r = Call(*client, Frame(FUSE_READ, ++unique_, ids[12], ReadIn(r.As<fuse_open_out>().fh, 0, 64)));
+  EXPECT_EQ(r.body, std::string(12, 'z'));
+
+  auto state = server_->registry()->GetOrCreate("many-files");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ((*state)->nodes->size(), static_cast<size_t>(kFiles) + 1);
+  // FORGET of every node, then the server is down to the root again.
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_TRUE(client->Send(Frame(FUSE_FORGET, ++unique_, ids[i], Bytes(fuse_forget_in{1}))).ok());
+  }
+  EXPECT_EQ(Call(*client, Frame(FUSE_GETATTR, ++unique_, 1, Bytes(fuse_getattr_in{}))).header.error,
+            0);
+  for (int i = 0; i < 100 && (*state)->nodes->size() > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ((*state)->nodes->size(), 1u);
 }
 
 TEST_F(WireTest, StopClosesIdleConnectionsAndPendingHandshakes) {

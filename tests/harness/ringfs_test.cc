@@ -40,7 +40,7 @@ void MountedTest::SetUp() {
   RingfsTestBase::SetUp();
   if (HasFatalFailure() || IsSkipped()) return;
   ASSERT_TRUE(NewEnv());
-  ASSERT_TRUE(env_->StartServer());
+  ASSERT_TRUE(env_->StartServer(ServerOpts()));
   ASSERT_TRUE(env_->Mount(Options()));
 }
 

@@ -39,6 +39,8 @@ class MountedTest : public RingfsTestBase, public ::testing::WithParamInterface<
     o.transport = GetParam();
     return o;
   }
+  // Options the fixture starts the server with.
+  virtual ServerOptions ServerOpts() const { return {}; }
   std::string Mnt(const std::string& rel) const { return env_->Mnt(rel); }
   std::string Exp(const std::string& rel) const { return env_->Exp(rel); }
 };

@@ -1,12 +1,14 @@
 // Data integrity and scale through a real mount, both transports: seeded random writes checked
-// against a model and the export, a sparse file past 4 GiB, 10,000 files in one directory, and
-// two writers pinned to different CPUs (so both kernel queues carry requests).
+// against a model and the export, a sparse file past 4 GiB, 10,000 files in one directory, two
+// writers pinned to different CPUs (so both kernel queues carry requests), and a server that
+// keeps only 8 node fds open.
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -179,6 +181,85 @@ TEST_P(ManyFilesTest, TenThousandFilesReaddirOnceEach) {
   ASSERT_EQ(::rmdir(Mnt("many").c_str()), 0) << ErrnoName(errno);
 }
 
+// The server keeps 8 node fds open (--node-fd-cache 8) and the kernel keeps names for a minute
+// but attributes for 1 µs, so a stat is a GETATTR of a node the server has to reopen by file
+// handle; meanwhile a file that was unlinked is still used through its open fd.
+class FewNodeFdsTest : public DataTest {
+ protected:
+  ServerOptions ServerOpts() const override {
+    ServerOptions o;
+    o.extra_args = {"--node-fd-cache", "8"};
+    return o;
+  }
+  MountOptions Options() const override {
+    MountOptions o = DataTest::Options();
+    o.extra = {"entry_timeout=60", "attr_timeout=0.000001"};
+    return o;
+  }
+};
+
+int OpenFds(pid_t pid) {
+  DIR* dir = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (dirent* d = ::readdir(dir)) n += d->d_name[0] != '.';
+  ::closedir(dir);
+  return n;
+}
+
+TEST_P(FewNodeFdsTest, ManyFilesAndAnUnlinkedOpenFile) {
+  int held = ::open(Mnt("held").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  ASSERT_GE(held, 0) << ErrnoName(errno);
+  ASSERT_EQ(::write(held, "0123456789", 10), 10);
+  ASSERT_EQ(::unlink(Mnt("held").c_str()), 0) << ErrnoName(errno);
+
+  constexpr int kFiles = 2000;
+  ASSERT_EQ(::mkdir(Mnt("many").c_str(), 0755), 0) << ErrnoName(errno);
+  auto name = [&](int i) { return Mnt("many/f-" + std::to_string(i)); };
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(name(i).c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << name(i) << ": " << ErrnoName(errno);
+    const std::string content = std::to_string(i);
+    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    ASSERT_EQ(::close(fd), 0);
+  }
+  const int server_fds = OpenFds(env_->server_process()->pid());
+  EXPECT_GT(server_fds, 0);
+  EXPECT_LT(server_fds, 200) << "node fds must not grow with the " << kFiles << " files";
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < kFiles; ++i) {
+      struct stat st {};
+      ASSERT_EQ(::stat(name(i).c_str(), &st), 0) << name(i) << ": " << ErrnoName(errno);
+      ASSERT_EQ(st.st_size, static_cast<off_t>(std::to_string(i).size())) << name(i);
+      if (i % 97 == 0) EXPECT_EQ(ReadFile(name(i)), std::to_string(i));
+    }
+  }
+
+  // The unlinked file, through its fd: fstat, ftruncate, fchmod, xattrs, read.
+  struct stat st {};
+  ASSERT_EQ(::fstat(held, &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(st.st_nlink, 0u);
+  EXPECT_EQ(st.st_size, 10);
+  ASSERT_EQ(::ftruncate(held, 4), 0) << ErrnoName(errno);
+  ASSERT_EQ(::fchmod(held, 0600), 0) << ErrnoName(errno);
+  ASSERT_EQ(::fsetxattr(held, "user.k", "v", 1, 0), 0) << ErrnoName(errno);
+  char value[8] = {};
+  EXPECT_EQ(::fgetxattr(held, "user.k", value, sizeof(value)), 1) << ErrnoName(errno);
+  ASSERT_EQ(::fstat(held, &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(st.st_size, 4);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  char buf[16] = {};
+  EXPECT_EQ(::pread(held, buf, sizeof(buf), 0), 4);
+  EXPECT_STREQ(buf, "0123");
+  ASSERT_EQ(::close(held), 0);
+
+  // Deleted in the export behind the client's back: the server answers the cached name's GETATTR
+  // with ESTALE, the kernel looks the name up again and finds it gone.
+  ASSERT_EQ(::unlink(Exp("many/f-1").c_str()), 0);
+  EXPECT_EQ(RINGFS_ERRNO(::stat(name(1).c_str(), &st)), ENOENT);
+  EXPECT_LE(OpenFds(env_->server_process()->pid()), server_fds);
+}
+
 TEST_P(DataTest, TwoWritersPinnedToDifferentCpus) {
   const int cpus = static_cast<int>(std::thread::hardware_concurrency());
   ASSERT_GE(cpus, 1);
@@ -255,6 +336,7 @@ TEST_P(WritebackCacheTest, RandomWritesMatchModelAndExport) {
 RINGFS_INSTANTIATE_TRANSPORTS(DataTest);
 RINGFS_INSTANTIATE_TRANSPORTS(ManyFilesTest);
 RINGFS_INSTANTIATE_TRANSPORTS(WritebackCacheTest);
+RINGFS_INSTANTIATE_TRANSPORTS(FewNodeFdsTest);
 
 }  // namespace
 }  // namespace ringfs::testing
