@@ -1,7 +1,8 @@
 // Runs decoded requests against the export for one client. Metadata operations run
 // synchronously in the calling worker thread (they are short syscalls on the worker's core;
-// the protocol allows replies in any order). READ, WRITE, FSYNC and FSYNCDIR are returned as an
-// AsyncIo that the worker submits to its io_uring; CompleteIo() then builds their reply.
+// the protocol allows replies in any order). READ, WRITE above 128 KiB, FSYNC and FSYNCDIR are
+// returned as an AsyncIo that the worker submits to its io_uring; CompleteIo() then builds their
+// reply. Smaller writes are a pwrite in the worker (see kInlineWriteBytes in ops_file.cc).
 // Stateless apart from the client state passed in; any worker thread may call it.
 // In floor mode (benchmarks) READ and WRITE are answered at once without file I/O.
 #pragma once

@@ -92,11 +92,7 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
     if (type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
     if (chmod(path.c_str(), in.mode & 07777) != 0) return ErrnoError(errno, "chmod");
   } else if ((in.valid & FATTR_KILL_SUIDGID) && type == S_IFREG) {
-    ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
-    mode_t mode = st.st_mode & 07777;
-    mode_t killed = mode & ~S_ISUID;
-    if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
-    if (killed != mode && chmod(path.c_str(), killed) != 0) return ErrnoError(errno, "chmod");
+    RETURN_IF_ERROR(KillSuidSgid(fd));
   }
   if (in.valid & FATTR_SIZE) RETURN_IF_ERROR(Truncate(fd, handle != nullptr, type, in.size));
   if (in.valid & (FATTR_ATIME | FATTR_MTIME)) {

@@ -61,3 +61,19 @@ absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t re
 }
 
 }  // namespace ringfs::server
+
+namespace ringfs::server {
+
+absl::Status KillSuidSgid(int fd) {
+  ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
+  if (!S_ISREG(st.st_mode)) return absl::OkStatus();
+  const mode_t mode = st.st_mode & 07777;
+  mode_t killed = mode & ~S_ISUID;
+  if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
+  if (killed == mode) return absl::OkStatus();
+  // Through our own /proc/self/fd link: works for O_PATH fds, where fchmod does not.
+  if (chmod(ProcFdPath(fd).c_str(), killed) != 0) return ErrnoError(errno, "chmod (kill suid/sgid)");
+  return absl::OkStatus();
+}
+
+}  // namespace ringfs::server

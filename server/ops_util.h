@@ -25,4 +25,11 @@ absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view na
 // setuid/setgid bits of `requested_mode` that chown cleared. `fd` is any fd of the new file.
 absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode);
 
+// What a write or truncate by a caller without CAP_FSETID does on a local filesystem: clears
+// set-user-ID, and set-group-ID when the file is group-executable. The kernel asks for it with
+// FUSE_WRITE_KILL_SUIDGID / FUSE_OPEN_KILL_SUIDGID / FATTR_KILL_SUIDGID (FUSE_HANDLE_KILLPRIV_V2);
+// the server itself writes as root, which the host never strips. File capabilities need nothing
+// here: the host removes them on any write. `fd` is any fd of the file, O_PATH included.
+absl::Status KillSuidSgid(int fd);
+
 }  // namespace ringfs::server

@@ -151,8 +151,10 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
       ASSIGN_OR_RETURN(auto name, rest.TakeName());
       return LinkArgs{in.oldnodeid, name};
     }
-    case FUSE_OPEN:
-      return OpenArgs{op.As<fuse_open_in>().flags};
+    case FUSE_OPEN: {
+      auto in = op.As<fuse_open_in>();
+      return OpenArgs{in.flags, in.open_flags};
+    }
     case FUSE_OPENDIR:
       return OpendirArgs{op.As<fuse_open_in>().flags};
     case FUSE_READ:
@@ -212,7 +214,7 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
     case FUSE_CREATE: {
       auto in = op.As<fuse_create_in>();
       ASSIGN_OR_RETURN(auto name, rest.TakeName());
-      return CreateArgs{in.flags, in.mode, name};
+      return CreateArgs{in.flags, in.mode, in.open_flags, name};
     }
     case FUSE_INTERRUPT:
       return InterruptArgs{};

@@ -45,7 +45,7 @@ struct RenameArgs {  // RENAME (flags 0) and RENAME2
   std::string_view newname;
 };
 struct LinkArgs { uint64_t oldnodeid; std::string_view name; };
-struct OpenArgs { uint32_t flags; };
+struct OpenArgs { uint32_t flags; uint32_t open_flags; };  // open_flags: FUSE_OPEN_*
 struct OpendirArgs { uint32_t flags; };
 struct ReadArgs { uint64_t fh; uint64_t offset; uint32_t size; };
 struct ReaddirArgs { uint64_t fh; uint64_t offset; uint32_t size; bool plus; };
@@ -68,7 +68,12 @@ struct ListxattrArgs { uint32_t size; };
 struct RemovexattrArgs { std::string_view name; };
 struct FlushArgs { uint64_t fh; };
 struct AccessArgs { uint32_t mask; };
-struct CreateArgs { uint32_t flags; uint32_t mode; std::string_view name; };
+struct CreateArgs {
+  uint32_t flags;
+  uint32_t mode;
+  uint32_t open_flags;  // FUSE_OPEN_*
+  std::string_view name;
+};
 struct InterruptArgs {};
 struct FallocateArgs { uint64_t fh; uint64_t offset; uint64_t length; uint32_t mode; };
 struct LseekArgs { uint64_t fh; uint64_t offset; uint32_t whence; };

@@ -285,6 +285,53 @@ TEST_P(EscapeTest, DotDotNamesStayInside) {
   EXPECT_TRUE(OutsideUntouched());
 }
 
+// With FUSE_HANDLE_KILLPRIV_V2 the server, not the client kernel, strips setuid/setgid when an
+// unprivileged caller writes or truncates; a privileged writer keeps them, as on a local fs.
+TEST_P(PermissionTest, UnprivilegedWritesAndTruncatesClearSetuidSetgid) {
+  auto mode_in_export = [&](const char* name) {
+    struct stat st {};
+    EXPECT_EQ(::stat(Exp(name).c_str(), &st), 0) << name;
+    return st.st_mode & 07777;
+  };
+  for (const char* name : {"written", "truncated", "ftruncated", "rootwrite", "nogx"}) {
+    ASSERT_EQ(WriteFile(Mnt(name), "payload"), 0) << name;
+    ASSERT_EQ(::chmod(Mnt(name).c_str(), 06777), 0) << name;
+  }
+  ASSERT_EQ(::chmod(Mnt("nogx").c_str(), 06767), 0);  // setgid without group-execute stays
+  const std::string written = Mnt("written"), truncated = Mnt("truncated"),
+                    ftruncated = Mnt("ftruncated"), nogx = Mnt("nogx");
+  std::string result = RunAsUser(kNobody, kNogroup, [&]() {
+    std::string err;
+    int fd = ::open(written.c_str(), O_WRONLY);
+    if (fd < 0 || ::pwrite(fd, "x", 1, 0) != 1) err += "write: " + ErrnoName(errno) + "\n";
+    if (fd >= 0) ::close(fd);
+    fd = ::open(truncated.c_str(), O_WRONLY | O_TRUNC);
+    if (fd < 0) err += "open O_TRUNC: " + ErrnoName(errno) + "\n";
+    if (fd >= 0) ::close(fd);
+    fd = ::open(ftruncated.c_str(), O_WRONLY);
+    if (fd < 0 || ::ftruncate(fd, 1) != 0) err += "ftruncate: " + ErrnoName(errno) + "\n";
+    if (fd >= 0) ::close(fd);
+    fd = ::open(nogx.c_str(), O_WRONLY);
+    if (fd < 0 || ::pwrite(fd, "x", 1, 0) != 1) err += "write nogx: " + ErrnoName(errno) + "\n";
+    if (fd >= 0) ::close(fd);
+    return err;
+  });
+  EXPECT_EQ(result, "");
+  int fd = ::open(Mnt("rootwrite").c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(::pwrite(fd, "x", 1, 0), 1);
+  ::close(fd);
+  EXPECT_EQ(mode_in_export("written"), 0777u);
+  EXPECT_EQ(mode_in_export("truncated"), 0777u);
+  EXPECT_EQ(mode_in_export("ftruncated"), 0777u);
+  EXPECT_EQ(mode_in_export("nogx"), 02767u);
+  EXPECT_EQ(mode_in_export("rootwrite"), 06777u);
+  // The mount sees the same modes (attributes were invalidated by the writes).
+  struct stat st {};
+  ASSERT_EQ(::stat(written.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0777u);
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(PermissionTest);
 RINGFS_INSTANTIATE_TRANSPORTS(EscapeTest);
 
