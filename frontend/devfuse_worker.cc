@@ -137,9 +137,9 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   if (std::optional<LocalAnswer> local =
           AnswerLocally(in.opcode, in.nodeid, op_in, struct_size, config_.backend.dir_attrs,
                         buffer + sizeof(fuse_out_header), MonotonicNs())) {
-    // The request's bytes are no longer needed: the body may overwrite them.
+    // The request's bytes are no longer needed: the body may overwrite them. Not an error
+    // (see RingWorker::CommitLocal).
     stats_->Add(stats_->answered_locally);
-    if (local->error != 0) stats_->Add(stats_->errors);
     fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + local->body_size),
                            -local->error, in.unique};
     WriteReply(slot, header, local->body_size);

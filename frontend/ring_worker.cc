@@ -464,14 +464,12 @@ void RingWorker::Commit(RingEntry* entry) {
   SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
 }
 
+// A local answer is a designed reply (FLUSH's ENOSYS included), not a failure: it is not
+// counted in `errors`.
 void RingWorker::CommitLocal(RingEntry* entry, const LocalAnswer& answer) {
   WorkerStats::Add(stats_->answered_locally);
-  if (answer.error != 0) {
-    CommitError(entry, answer.error);
-    return;
-  }
-  fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + answer.body_size), 0,
-                         entry->unique};
+  fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + answer.body_size),
+                         -answer.error, entry->unique};
   std::memcpy(entry->header->in_out, &header, sizeof(header));
   entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(answer.body_size);
   Commit(entry);
