@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/dir_attrs.h"
 #include "common/log.h"
 #include "common/status.h"
-#include "common/dir_attrs.h"
 #include "common/wire.h"
 
 namespace ringfs::frontend {
