@@ -189,6 +189,39 @@ TEST_P(ExecutorTest, Setattr) {
   EXPECT_EQ(r.As<fuse_attr_out>().attr.mode & 07777, 0755u);
 }
 
+// FUSE_HANDLE_KILLPRIV_V2: the kernel asks the server to strip setuid/setgid for callers without
+// CAP_FSETID; without the flag (a privileged writer) the bits stay.
+TEST_P(ExecutorTest, KillSuidSgidOnFlaggedWriteAndTruncatingOpen) {
+  auto [node, fh] = Create(1, "k", 06755, O_RDWR);
+  fuse_write_in w{};
+  w.fh = fh;
+  w.size = 1;
+  ASSERT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "a").error, 0);
+  EXPECT_EQ(Stat("k").st_mode & 07777, 06755u) << "unflagged write keeps the bits";
+  w.write_flags = FUSE_WRITE_KILL_SUIDGID;
+  ASSERT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "b").error, 0);
+  EXPECT_EQ(Stat("k").st_mode & 07777, 0755u);
+
+  ASSERT_EQ(chmod(dir_.Join("k").c_str(), 02745), 0);  // setgid without group-execute stays
+  fuse_open_in open{};
+  open.flags = O_WRONLY | O_TRUNC;
+  open.open_flags = FUSE_OPEN_KILL_SUIDGID;
+  ASSERT_EQ(Exec(FUSE_OPEN, node, Bytes(open)).error, 0);
+  EXPECT_EQ(Stat("k").st_mode & 07777, 02745u);
+  ASSERT_EQ(chmod(dir_.Join("k").c_str(), 04755), 0);
+  ASSERT_EQ(Exec(FUSE_OPEN, node, Bytes(open)).error, 0);
+  EXPECT_EQ(Stat("k").st_mode & 07777, 0755u);
+
+  // CREATE of an existing file with O_TRUNC.
+  ASSERT_EQ(chmod(dir_.Join("k").c_str(), 06775), 0);
+  fuse_create_in create{};
+  create.flags = O_WRONLY | O_CREAT | O_TRUNC;
+  create.mode = S_IFREG | 0644;
+  create.open_flags = FUSE_OPEN_KILL_SUIDGID;
+  ASSERT_EQ(Exec(FUSE_CREATE, 1, Bytes(create) + CName("k")).error, 0);
+  EXPECT_EQ(Stat("k").st_mode & 07777, 0775u);
+}
+
 TEST_P(ExecutorTest, SymlinkReadlinkLinkMknod) {
   ExecResult r = Exec(FUSE_SYMLINK, 1, CName("l") + CName("some/where"), 1000, 1000);
   ASSERT_EQ(r.error, 0);
