@@ -162,6 +162,9 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
                MetricType::Counter);
     MetricFamily errors = Family("ringfs_frontend_errors_total", "Replies with an error, by errno",
                                  MetricType::Counter);
+    MetricFamily local = Family("ringfs_frontend_local_answers_total",
+                                "Requests answered without the server (frontend/local_answer.h)",
+                                MetricType::Counter);
     MetricFamily reconnects =
         Family("ringfs_frontend_backend_reconnects_total",
                "Reconnections of this worker to the server", MetricType::Counter);
@@ -214,10 +217,11 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         AddSample(errors, {{"queue", queue}, {"errno", ErrnoName(static_cast<int>(err))}}, count);
       }
       AddSample(reconnects, {{"queue", queue}}, Load(s.reconnects));
+      AddSample(local, {{"queue", queue}}, Load(s.answered_locally));
     }
     for (MetricFamily* family :
          {&received, &requests, &inflight, &bg_inflight, &bg_queued, &bg_limit, &active, &handoffs,
-          &duration, &rtt, &bytes, &errors, &reconnects}) {
+          &duration, &rtt, &bytes, &errors, &reconnects, &local}) {
       families.push_back(std::move(*family));
     }
   }

@@ -267,6 +267,9 @@ TEST_F(PrometheusTest, PerQueueSeriesAndChangedSettingsReachPrometheus) {
   EXPECT_EQ(Query("ringfs_frontend_background_inflight").size(), 2u);
   EXPECT_EQ(Query("ringfs_frontend_background_queued").size(), 2u);
   EXPECT_EQ(Query("ringfs_frontend_backend_reconnects_total").size(), 2u);
+  // The workload's creates were followed by directory GETATTRs answered from post-op attributes.
+  EXPECT_EQ(Query("ringfs_frontend_local_answers_total").size(), 2u);
+  EXPECT_TRUE(WaitFor("sum(ringfs_frontend_local_answers_total) > 0"));
 
   // The server's endpoint, scraped as job ringfs-server: it served the workload's writes.
   ASSERT_TRUE(WaitFor("up{job=\"ringfs-server\"} == 1"))
