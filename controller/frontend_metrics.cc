@@ -87,6 +87,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     CollectConnection(families);
     if (frontend::QueueEngine* engine = session_->engine(); engine != nullptr) {
       CollectQueues(*engine, families);
+    } else {
+      CollectClassic(families);
     }
     return families;
   }
@@ -124,10 +126,41 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     }
   }
 
+  // One worker's series: `queue` is its label, `received` the requests that arrived on it.
+  struct QueueView {
+    std::string queue;
+    const WorkerStats* stats;
+    double received;
+  };
+
   void CollectQueues(const frontend::QueueEngine& engine,
                      std::vector<MetricFamily>& families) const {
     const auto& cpus = engine.topology().cpus();
+    std::vector<QueueView> views;
+    for (size_t i = 0; i < cpus.size(); ++i) {
+      const int cpu = cpus[i];
+      double arrived = 0;  // whichever worker's ring it arrived on
+      for (size_t w = 0; w < cpus.size(); ++w) {
+        const WorkerStats& other = engine.stats(w);
+        if (static_cast<size_t>(cpu) < other.queues) arrived += Load(other.received_by_qid[cpu]);
+      }
+      views.push_back({absl::StrCat(cpu), &engine.stats(i), arrived});
+    }
+    CollectWorkers(views, /*queue_engine=*/true, families);
+  }
 
+  // Classic transport: one /dev/fuse worker per CPU, no queue engine (no background limit,
+  // active set or hand-offs).
+  void CollectClassic(std::vector<MetricFamily>& families) const {
+    std::vector<QueueView> views;
+    for (const auto& [cpu, stats] : session_->ClassicWorkerStats()) {
+      views.push_back({absl::StrCat(cpu), stats, Load(stats->devfuse_requests)});
+    }
+    if (!views.empty()) CollectWorkers(views, /*queue_engine=*/false, families);
+  }
+
+  void CollectWorkers(const std::vector<QueueView>& views, bool queue_engine,
+                      std::vector<MetricFamily>& families) const {
     MetricFamily received = Family("ringfs_frontend_requests_received_total",
                                    "Requests the kernel put on this queue", MetricType::Counter);
     MetricFamily requests =
@@ -169,17 +202,10 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         Family("ringfs_frontend_backend_reconnects_total",
                "Reconnections of this worker to the server", MetricType::Counter);
 
-    for (size_t i = 0; i < cpus.size(); ++i) {
-      const int cpu = cpus[i];
-      const std::string queue = absl::StrCat(cpu);
-      const WorkerStats& s = engine.stats(i);
-
-      double arrived = 0;  // whichever worker's ring it arrived on
-      for (size_t w = 0; w < cpus.size(); ++w) {
-        const WorkerStats& other = engine.stats(w);
-        if (static_cast<size_t>(cpu) < other.queues) arrived += Load(other.received_by_qid[cpu]);
-      }
-      AddSample(received, {{"queue", queue}}, arrived);
+    for (const QueueView& view : views) {
+      const std::string& queue = view.queue;
+      const WorkerStats& s = *view.stats;
+      AddSample(received, {{"queue", queue}}, view.received);
 
       for (int c = 0; c < 2; ++c) {
         for (size_t op = 0; op < WorkerStats::kOpcodes; ++op) {
@@ -195,19 +221,21 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
                      s.request_duration[c]);
       }
       AddSample(inflight, {{"queue", queue}}, Load(s.inflight));
-      AddSample(bg_inflight, {{"queue", queue}}, Load(s.background_inflight));
-      AddSample(bg_queued, {{"queue", queue}}, Load(s.background_queued));
-      uint64_t limit = s.background_limit.load(std::memory_order_relaxed);
-      AddSample(bg_limit, {{"queue", queue}},
-                limit >= frontend::queue::BackgroundLimiter::kUnlimited
-                    ? std::numeric_limits<double>::infinity()
-                    : static_cast<double>(limit));
-      // The worker's own state: after a change it reads back what the engine applied.
-      bool is_active = s.state.load(std::memory_order_relaxed) ==
-                       static_cast<uint32_t>(frontend::WorkerState::kActive);
-      AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
-      AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Load(s.handoffs_in));
-      AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Load(s.handoffs_out));
+      if (queue_engine) {
+        AddSample(bg_inflight, {{"queue", queue}}, Load(s.background_inflight));
+        AddSample(bg_queued, {{"queue", queue}}, Load(s.background_queued));
+        uint64_t limit = s.background_limit.load(std::memory_order_relaxed);
+        AddSample(bg_limit, {{"queue", queue}},
+                  limit >= frontend::queue::BackgroundLimiter::kUnlimited
+                      ? std::numeric_limits<double>::infinity()
+                      : static_cast<double>(limit));
+        // The worker's own state: after a change it reads back what the engine applied.
+        bool is_active = s.state.load(std::memory_order_relaxed) ==
+                         static_cast<uint32_t>(frontend::WorkerState::kActive);
+        AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
+        AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Load(s.handoffs_in));
+        AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Load(s.handoffs_out));
+      }
       AddHistogram(rtt, {{"queue", queue}}, s.backend_rtt);
       AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Load(s.bytes_to_server));
       AddSample(bytes, {{"queue", queue}, {"direction", "from_server"}}, Load(s.bytes_from_server));
@@ -219,10 +247,14 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
       AddSample(reconnects, {{"queue", queue}}, Load(s.reconnects));
       AddSample(local, {{"queue", queue}}, Load(s.answered_locally));
     }
-    for (MetricFamily* family :
-         {&received, &requests, &inflight, &bg_inflight, &bg_queued, &bg_limit, &active, &handoffs,
-          &duration, &rtt, &bytes, &errors, &reconnects, &local}) {
+    for (MetricFamily* family : {&received, &requests, &inflight, &duration, &rtt, &bytes, &errors,
+                                 &reconnects, &local}) {
       families.push_back(std::move(*family));
+    }
+    if (queue_engine) {
+      for (MetricFamily* family : {&bg_inflight, &bg_queued, &bg_limit, &active, &handoffs}) {
+        families.push_back(std::move(*family));
+      }
     }
   }
 

@@ -20,8 +20,8 @@
 //   ringfs_frontend_kernel_congestion_threshold              gauge (fusectl)
 //   ringfs_frontend_kernel_waiting                           gauge (fusectl)
 //   ringfs_frontend_info{transport,fuse_minor,server}        gauge = 1
-// With the classic transport only the connection-wide series and info exist: MountSession does
-// not expose the classic workers' counters.
+// With the classic transport (one /dev/fuse worker per CPU, no queue engine) the background,
+// active-set and hand-off series do not exist; the other per-queue series do, one per worker.
 // Used by the main thread: Start() after the mount is up, Stop() after it ended. The session
 // must outlive this object; scrapes run on prometheus-cpp's threads.
 #pragma once

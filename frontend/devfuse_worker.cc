@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "frontend/completion_tags.h"
 #include "frontend/local_answer.h"
+#include "frontend/queue/request_class.h"
 #include "frontend/worker_thread.h"
 
 namespace ringfs::frontend {
@@ -49,6 +50,7 @@ absl::Status DevFuseWorker::Setup() {
       config_.backend, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   RETURN_IF_ERROR(backend_->Connect());
   slot_alive_.assign(config_.slots, true);
+  slot_times_.assign(config_.slots, SlotTimes{});
   alive_slots_ = config_.slots;
   for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
   int submitted = io_uring_submit(&ring_);
@@ -116,6 +118,7 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   }
   std::memcpy(&in, buffer, sizeof(in));
   stats_->Add(stats_->devfuse_requests);
+  slot_times_[slot] = SlotTimes{MonotonicNs(), 0, false};
   std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
   fuse_out_header error{sizeof(fuse_out_header), 0, in.unique};
   if (in.len != static_cast<uint32_t>(res)) {
@@ -152,6 +155,17 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
                      config_.buffer_bytes - sizeof(fuse_out_header), bounds.min, bounds.max};
   iovec iov{buffer, in.len};
   absl::Status status = backend_->Send(in.unique, bounds.expected ? &reply : nullptr, &iov, 1);
+  if (status.ok()) {
+    const bool background = queue::ClassifyKernelRequest(in.opcode, op_in, struct_size) ==
+                            queue::RequestClass::kBackground;
+    slot_times_[slot].sent_ns = MonotonicNs();
+    slot_times_[slot].background = background;
+    stats_->Add(stats_->forwarded);
+    stats_->Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
+    stats_->Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
+    stats_->Add(stats_->bytes_to_server, in.len - sizeof(in));
+    if (bounds.expected) WorkerStats::Set(stats_->inflight, ++inflight_);
+  }
   if (!bounds.expected) {
     PostRead(slot);  // FORGET/INTERRUPT: nothing to answer; lost ones only cost server memory
     return;
@@ -166,6 +180,11 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
 }
 
 void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+  if (inflight_ > 0) WorkerStats::Set(stats_->inflight, --inflight_);
+  if (slot < slot_times_.size() && slot_times_[slot].sent_ns != 0) {
+    stats_->backend_rtt.Observe(MonotonicNs() - slot_times_[slot].sent_ns);
+  }
+  stats_->Add(stats_->bytes_from_server, body_size);
   WriteReply(slot, header, body_size);
 }
 
@@ -179,6 +198,13 @@ void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, siz
                     std::strerror(errno));
   }
   stats_->Add(stats_->replies);
+  if (header.error < 0 && -header.error < static_cast<int>(WorkerStats::kErrnos)) {
+    stats_->Add(stats_->errors_by_errno[-header.error]);
+  }
+  if (slot < slot_times_.size() && slot_times_[slot].received_ns != 0) {
+    const SlotTimes& times = slot_times_[slot];
+    stats_->request_duration[times.background ? 1 : 0].Observe(MonotonicNs() - times.received_ns);
+  }
   PostRead(slot);
 }
 

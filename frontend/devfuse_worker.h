@@ -37,6 +37,7 @@ class DevFuseWorker : public ReplySink {
   absl::Status Start();
   void Join();
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  int cpu() const { return config_.cpu; }
 
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override;
 
@@ -55,6 +56,14 @@ class DevFuseWorker : public ReplySink {
   char* buffers_ = nullptr;
   size_t buffers_bytes_ = 0;
   std::vector<bool> slot_alive_;
+  // Per slot, for the latency histograms: when the request was read and when it was sent.
+  struct SlotTimes {
+    uint64_t received_ns = 0;
+    uint64_t sent_ns = 0;
+    bool background = false;
+  };
+  std::vector<SlotTimes> slot_times_;
+  uint64_t inflight_ = 0;
   uint32_t alive_slots_ = 0;
   std::thread thread_;
   std::atomic<bool> finished_{false};

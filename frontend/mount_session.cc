@@ -56,6 +56,16 @@ MountSession::~MountSession() {
   if (engine_) engine_->Stop();
 }
 
+std::vector<std::pair<int, const WorkerStats*>> MountSession::ClassicWorkerStats() const {
+  std::vector<std::pair<int, const WorkerStats*>> out;
+  if (init_.use_ring) return out;
+  // stats_[i] belongs to devfuse_workers_[i] (StartWorkers adds them in pairs).
+  for (size_t i = 0; i < devfuse_workers_.size() && i < stats_.size(); ++i) {
+    out.emplace_back(devfuse_workers_[i]->cpu(), stats_[i].get());
+  }
+  return out;
+}
+
 BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
   BackendConfig config;
   config.address = server_address_;

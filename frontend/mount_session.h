@@ -51,6 +51,9 @@ class MountSession {
 
   // The ring transport's queue engine; nullptr with the classic transport.
   QueueEngine* engine() { return engine_.get(); }
+  // The classic transport's per-CPU workers as (cpu, counters); empty with the ring transport
+  // (its /dev/fuse side channel is not a queue). Fixed once Start() returned.
+  std::vector<std::pair<int, const WorkerStats*>> ClassicWorkerStats() const;
   MountDescription description() const;
   // The mount's device number (fusectl connection id = its minor); 0 before Start().
   dev_t device() const { return device_; }

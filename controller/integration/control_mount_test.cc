@@ -606,11 +606,17 @@ TEST_F(ClassicTransportTest, QueueCallsNeedTheRingButInfoAndKernelWork) {
     ASSERT_TRUE(stub->GetKernelLimits(&context, {}, &limits).ok());
     EXPECT_GT(limits.max_background(), 0u);
   }
-  // Metrics: what exists without the queue engine.
+  // Metrics: what exists without the queue engine. Per-worker series come from the /dev/fuse
+  // workers; a write through the mount shows up in them.
+  ASSERT_EQ(ringfs::testing::WriteFile(env_->Mnt("classic-metrics"), "x"), 0);
   std::string metrics = HttpGet(metrics_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("ringfs_frontend_info{transport=\"classic\""));
   EXPECT_THAT(metrics, HasSubstr("ringfs_frontend_kernel_max_background "));
+  EXPECT_THAT(metrics, HasSubstr("ringfs_frontend_requests_received_total{queue=\"0\"}"));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex("ringfs_frontend_requests_total\\{[^}]*op=\"WRITE\""));
+  EXPECT_THAT(metrics, HasSubstr("ringfs_frontend_backend_rtt_seconds_count{queue=\"0\"}"));
   EXPECT_THAT(metrics, ::testing::Not(HasSubstr("ringfs_frontend_queue_active")));
+  EXPECT_THAT(metrics, ::testing::Not(HasSubstr("ringfs_frontend_background_limit")));
 }
 
 }  // namespace
