@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
+#include "controller/grpc_serving.h"
 
 namespace ringfs::controller {
 namespace {
@@ -76,25 +77,15 @@ absl::Status ControlServer::Start() {
   builder.AddListeningPort(endpoint_.GrpcAddress(), grpc::InsecureServerCredentials(),
                            endpoint_.kind == Endpoint::Kind::kTcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
-  if (endpoint_.kind == Endpoint::Kind::kUnix) {
-    // The socket is created 0600 from the start: no moment in which others could connect.
-    // Only the main thread creates files at this point, so the process-wide umask is safe.
-    mode_t old_umask = umask(0177);
-    server_ = builder.BuildAndStart();
-    umask(old_umask);
-    if (server_ && chmod(endpoint_.address.c_str(), 0600) != 0) {
-      absl::Status status = ErrnoError(errno, absl::StrFormat("chmod %s", endpoint_.address));
-      Stop();
-      return status;
-    }
-  } else {
-    server_ = builder.BuildAndStart();
-  }
-  if (!server_) {
+  // Only the main thread creates files at this point (StartGrpcServer's umask).
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      StartGrpcServer(builder, endpoint_, "control");
+  if (!server.ok()) {
     service_.reset();
-    return absl::UnavailableError(
-        absl::StrFormat("cannot serve the control service on %s", endpoint_.ToString()));
+    if (endpoint_.kind == Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
+    return server.status();
   }
+  server_ = *std::move(server);
   if (endpoint_.kind == Endpoint::Kind::kTcp) {
     std::string host = endpoint_.address.substr(0, endpoint_.address.rfind(':'));
     endpoint_.address = absl::StrFormat("%s:%d", host, bound_port);

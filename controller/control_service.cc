@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "controller/endpoint.h"
+#include "controller/grpc_serving.h"
 #include "controller/fuse_flag_names.h"
 #include "controller/rpc_status.h"
 #include "frontend/fusectl.h"
@@ -128,17 +129,7 @@ ControlService::ControlService(frontend::MountSession* session, std::string toke
 void ControlService::Shutdown() { shut_down_.store(true); }
 
 absl::Status ControlService::Authorize(const grpc::ServerContext& context) const {
-  if (expected_authorization_.empty()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError("missing authorization metadata (Bearer token)");
-  }
-  std::string_view presented(it->second.data(), it->second.size());
-  if (!ConstantTimeEquals(presented, expected_authorization_)) {
-    return absl::UnauthenticatedError("wrong token");
-  }
-  return absl::OkStatus();
+  return CheckBearer(context, expected_authorization_);
 }
 
 template <typename Body>

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 #include "controller/endpoint.h"
+#include "controller/grpc_serving.h"
 
 namespace ringfs::server {
 namespace {
@@ -62,25 +63,15 @@ absl::Status AdminServer::Start() {
   builder.AddListeningPort(endpoint.GrpcAddress(), grpc::InsecureServerCredentials(),
                            tcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
-  if (!tcp) {
-    // Created 0600 from the start: there is no moment in which others could connect.
-    mode_t old_umask = umask(0177);
-    server_ = builder.BuildAndStart();
-    umask(old_umask);
-    if (server_ && chmod(unix_path_.c_str(), 0600) != 0) {
-      absl::Status status = ErrnoError(errno, absl::StrFormat("chmod %s", unix_path_));
-      Stop();
-      return status;
-    }
-  } else {
-    server_ = builder.BuildAndStart();
-  }
-  if (!server_) {
+  absl::StatusOr<std::unique_ptr<grpc::Server>> server =
+      controller::StartGrpcServer(builder, endpoint, "admin");
+  if (!server.ok()) {
     service_.reset();
+    if (!unix_path_.empty()) unlink(unix_path_.c_str());
     unix_path_.clear();
-    return absl::UnavailableError(
-        absl::StrFormat("cannot serve the admin service on %s", address_));
+    return server.status();
   }
+  server_ = *std::move(server);
   if (tcp) {
     address_ = absl::StrFormat("%s:%d", endpoint.address.substr(0, endpoint.address.rfind(':')),
                                bound_port);

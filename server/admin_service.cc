@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "controller/endpoint.h"
+#include "controller/grpc_serving.h"
 #include "controller/rpc_status.h"
 
 namespace ringfs::server {
@@ -21,17 +22,7 @@ AdminService::AdminService(AdminBackend* backend, std::string token)
       expected_authorization_(token.empty() ? std::string() : controller::BearerValue(token)) {}
 
 absl::Status AdminService::Authorize(const grpc::ServerContext& context) const {
-  if (expected_authorization_.empty()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find("authorization");
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError("missing authorization metadata (Bearer token)");
-  }
-  std::string_view presented(it->second.data(), it->second.size());
-  if (!controller::ConstantTimeEquals(presented, expected_authorization_)) {
-    return absl::UnauthenticatedError("wrong token");
-  }
-  return absl::OkStatus();
+  return controller::CheckBearer(context, expected_authorization_);
 }
 
 template <typename Body>

@@ -16,21 +16,10 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "controller/endpoint.h"
 
 namespace ringfs::server {
 namespace {
-
-// Compares in time that depends only on the lengths, not on where the first difference is.
-bool ConstantTimeEquals(const std::string& a, const std::string& b) {
-  size_t n = std::max(a.size(), b.size());
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < n; ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= x ^ y;
-  }
-  return diff == 0;
-}
 
 std::string FormatAddress(const sockaddr_storage& storage) {
   char host[INET6_ADDRSTRLEN] = {};
@@ -69,7 +58,7 @@ wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Optio
                   absl::StrFormat("server speaks wire version %u, client %u", wire::kWireVersion,
                                   hello.wire_version()));
   }
-  if (!options.token.empty() && !ConstantTimeEquals(hello.token(), options.token)) {
+  if (!options.token.empty() && !controller::ConstantTimeEquals(hello.token(), options.token)) {
     return refuse(wire::ServerHello::AUTH_FAILED, "wrong token");
   }
   if (!hello.export_name().empty() && hello.export_name() != "/") {
