@@ -19,11 +19,7 @@ namespace {
 // The FUSE command lives in the 80-byte area that starts here in a 128-byte SQE.
 static_assert(offsetof(io_uring_sqe, cmd) == 48);
 
-int64_t NowNs() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return now.tv_sec * 1'000'000'000LL + now.tv_nsec;
-}
+int64_t NowNs() { return static_cast<int64_t>(MonotonicNs()); }
 
 unsigned RoundUpToPowerOfTwo(size_t value) {
   unsigned result = 1;
