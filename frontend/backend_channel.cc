@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "common/dir_attrs.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -16,13 +19,29 @@ namespace ringfs::frontend {
 namespace {
 
 constexpr size_t kStagingBytes = 256 * 1024;
+constexpr size_t kDiscardBytes = 64 * 1024;
 constexpr uint32_t kGenerationMask = 0xffffff;
-constexpr auto kReconnectBackoff = std::chrono::seconds(1);
-constexpr int kMaxIov = 8;
+// Reconnect attempts start at once, then back off to this.
+constexpr uint64_t kFirstBackoffNs = 100'000'000;
+constexpr uint64_t kMaxBackoffNs = 1'000'000'000;
+// A drained connection whose operations have not completed this long after shutdown() gets
+// them cancelled.
+constexpr uint64_t kDrainCancelNs = 1'000'000'000;
+
+io_uring_sqe* GetSqe(io_uring* ring) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  while (sqe == nullptr) {
+    io_uring_submit(ring);
+    sqe = io_uring_get_sqe(ring);
+  }
+  return sqe;
+}
+
+uint64_t Ms(std::chrono::milliseconds ms) { return static_cast<uint64_t>(ms.count()) * 1'000'000; }
 
 }  // namespace
 
-absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config, bool* dir_attrs_on) {
+absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
   wire::ClientHello hello;
   hello.set_wire_version(wire::kWireVersion);
@@ -51,142 +70,479 @@ absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config, bool* dir_
     }
     return absl::FailedPreconditionError(message);
   }
-  if (reply.max_inflight() < config.max_inflight) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "server %s accepts only %u requests in flight per connection; this mount needs %u "
-        "(lower queue_depth or raise the server's --max-inflight)",
-        config.address.text, reply.max_inflight(), config.max_inflight));
+  if (reply.max_inflight() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("server %s accepts no request in flight", config.address.text));
   }
-  timeval send_timeout{};
-  auto ms = config.send_timeout.count();
-  send_timeout.tv_sec = ms / 1000;
-  send_timeout.tv_usec = (ms % 1000) * 1000;
-  setsockopt(fd.get(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  if (dir_attrs_on != nullptr) *dir_attrs_on = config.dir_attrs != nullptr && reply.dir_attrs();
-  return fd;
+  ServerSession session;
+  session.fd = std::move(fd);
+  session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
+  session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
+  return session;
 }
 
-BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t recv_kind,
+// One background connect + handshake; the helper thread fills it, the channel polls it.
+struct BackendChannel::ConnectAttempt {
+  absl::Mutex mu;
+  std::optional<absl::StatusOr<ServerSession>> result ABSL_GUARDED_BY(mu);
+};
+
+BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kind,
                                ReplySink* sink)
     : config_(std::move(config)),
       ring_(ring),
-      recv_kind_(recv_kind),
+      kind_(kind),
       sink_(sink),
-      staging_(kStagingBytes) {}
-
-BackendChannel::~BackendChannel() = default;
-
-uint64_t BackendChannel::Tag() const {
-  return (static_cast<uint64_t>(recv_kind_) << 56) |
-         (static_cast<uint64_t>(generation_ & kGenerationMask) << 32);
+      records_(config_.max_inflight),
+      staging_(kStagingBytes),
+      discard_(kDiscardBytes) {
+  by_unique_.reserve(config_.max_inflight);
+  tick_.tv_sec = 0;
+  tick_.tv_nsec = std::chrono::nanoseconds(kTickInterval).count();
 }
 
-absl::Status BackendChannel::Connect() {
-  auto now = std::chrono::steady_clock::now();
-  if (now - last_connect_failure_ < kReconnectBackoff) {
-    return absl::UnavailableError(
-        absl::StrFormat("server %s unreachable; retrying shortly", config_.address.text));
+BackendChannel::~BackendChannel() {
+  // A connect helper still running finishes on its own and closes what it opened.
+  if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
+}
+
+uint64_t BackendChannel::Tag(Op op) const {
+  return (static_cast<uint64_t>(kind_) << 56) |
+         (static_cast<uint64_t>(generation_ & kGenerationMask) << 32) |
+         static_cast<uint32_t>(op);
+}
+
+void BackendChannel::Start() {
+  io_uring_sqe* sqe = GetSqe(ring_);
+  io_uring_prep_timeout(sqe, &tick_, 0, 0);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kTick));
+  StartConnect();
+}
+
+// ---- requests in ----
+
+void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& header,
+                            const iovec* parts, int nparts, uint64_t received_ns) {
+  std::unique_ptr<Record>& slot_record = records_[reply.slot];
+  if (!slot_record) slot_record = std::make_unique<Record>();
+  Record& r = *slot_record;
+  r = Record{};
+  r.unique = header.unique;
+  r.reply = reply;
+  r.header = header;
+  r.iov[0] = {&r.header, sizeof(r.header)};
+  r.iovcnt = 1;
+  r.frame_bytes = sizeof(r.header);
+  for (int i = 0; i < nparts && r.iovcnt < 4; ++i) {
+    if (parts[i].iov_len == 0) continue;
+    r.iov[r.iovcnt++] = parts[i];
+    r.frame_bytes += parts[i].iov_len;
   }
-  absl::StatusOr<UniqueFd> fd = ConnectToServer(config_, &dir_attrs_on_);
-  if (!fd.ok()) {
-    last_connect_failure_ = now;
-    return fd.status();
+  r.header.len = static_cast<uint32_t>(r.frame_bytes);
+  if (config_.request_timeout.count() > 0) {
+    r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
-  if (generation_ > 0) ++reconnects_;
-  ++generation_;
-  fd_ = std::move(*fd);
-  staging_begin_ = staging_end_ = 0;
+  by_unique_[r.unique] = reply.slot;
+  ++live_;
+  if (config_.interrupts != nullptr && config_.interrupts->Take(r.unique)) {
+    // Interrupted before it got here: it never reaches the server.
+    ++interrupted_;
+    Answer(reply.slot, -EINTR, 0);
+    return;
+  }
+  r.stage = Stage::kWaiting;
+  waiting_.push_back(reply.slot);
+  FillWindow();
+}
+
+void BackendChannel::SubmitOneWay(const void* frame, size_t size) {
+  send_queue_.push_back({kOneWay, std::string(static_cast<const char*>(frame), size)});
+  KickSend();
+}
+
+uint32_t BackendChannel::window() const {
+  uint32_t used = on_wire_ + static_cast<uint32_t>(dropped_.size());
+  return used >= server_max_inflight_ ? 0 : server_max_inflight_ - used;
+}
+
+void BackendChannel::FillWindow() {
+  if (state_ != State::kUp) return;
+  while (!waiting_.empty() && window() > 0) {
+    uint32_t slot = waiting_.front();
+    waiting_.pop_front();
+    Record& r = *records_[slot];
+    r.stage = Stage::kQueued;
+    ++on_wire_;
+    send_queue_.push_back({slot, {}});
+  }
+  KickSend();
+}
+
+// ---- sending ----
+
+void BackendChannel::KickSend() {
+  if (state_ != State::kUp || send_outstanding_ || send_queue_.empty()) return;
+  int n = 0;
+  size_t items = 0;
+  for (size_t i = 0; i < send_queue_.size(); ++i) {
+    const SendItem& item = send_queue_[i];
+    iovec parts[4];
+    int count = 0;
+    if (item.slot == kOneWay) {
+      parts[count++] = {const_cast<char*>(item.one_way.data()), item.one_way.size()};
+    } else {
+      const Record& r = *records_[item.slot];
+      for (int k = 0; k < r.iovcnt; ++k) parts[count++] = r.iov[k];
+    }
+    if (n + count > kMaxSendIov) break;
+    size_t skip = i == 0 ? front_sent_ : 0;
+    for (int k = 0; k < count; ++k) {
+      iovec part = parts[k];
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      part.iov_base = static_cast<char*>(part.iov_base) + skip;
+      part.iov_len -= skip;
+      skip = 0;
+      send_iov_[n++] = part;
+    }
+    if (item.slot != kOneWay) records_[item.slot]->in_send = true;
+    ++items;
+  }
+  send_items_ = items;
+  send_msg_ = msghdr{};
+  send_msg_.msg_iov = send_iov_;
+  send_msg_.msg_iovlen = static_cast<size_t>(n);
+  io_uring_sqe* sqe = GetSqe(ring_);
+  io_uring_prep_sendmsg(sqe, fd_.get(), &send_msg_, MSG_NOSIGNAL);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kSend));
+  send_outstanding_ = true;
+}
+
+void BackendChannel::OnSend(int res) {
+  send_outstanding_ = false;
+  for (size_t i = 0; i < send_items_ && i < send_queue_.size(); ++i) {
+    if (send_queue_[i].slot != kOneWay) records_[send_queue_[i].slot]->in_send = false;
+  }
+  size_t covered = send_items_;
+  send_items_ = 0;
+  if (state_ == State::kDraining) {
+    if (!recv_outstanding_) FinishDrain();
+    return;
+  }
+  if (res < 0 && res != -EINTR && res != -EAGAIN) {
+    Fail(absl::StrFormat("send failed: %s", std::strerror(-res)));
+    return;
+  }
+  size_t left = res > 0 ? static_cast<size_t>(res) : 0;
+  while (left > 0 && covered > 0 && !send_queue_.empty()) {
+    SendItem& item = send_queue_.front();
+    size_t size = item.slot == kOneWay ? item.one_way.size() : records_[item.slot]->frame_bytes;
+    size_t rest = size - front_sent_;
+    if (left < rest) {
+      front_sent_ += left;
+      break;
+    }
+    left -= rest;
+    front_sent_ = 0;
+    --covered;
+    uint32_t slot = item.slot;
+    send_queue_.pop_front();
+    if (slot == kOneWay) continue;
+    Record& r = *records_[slot];
+    if (r.held) {
+      Answer(slot, r.held_error, r.held_body);  // its reply overtook this completion
+    } else {
+      r.stage = Stage::kSent;
+    }
+  }
+  KickSend();
+}
+
+// ---- connection lifecycle ----
+
+void BackendChannel::StartConnect() {
+  attempt_ = std::make_shared<ConnectAttempt>();
+  state_ = State::kConnecting;
+  // connect() and the handshake block (bounded by connect_timeout and the handshake timeout), so
+  // they run on a helper thread; the worker polls the result at its ticks.
+  std::thread([attempt = attempt_, config = config_] {
+    absl::StatusOr<ServerSession> session = ConnectToServer(config);
+    absl::MutexLock lock(&attempt->mu);
+    attempt->result = std::move(session);
+  }).detach();
+}
+
+void BackendChannel::PollConnect() {
+  std::optional<absl::StatusOr<ServerSession>> result;
+  {
+    absl::MutexLock lock(&attempt_->mu);
+    if (!attempt_->result) return;
+    result = std::move(attempt_->result);
+  }
+  attempt_.reset();
+  const uint64_t now = MonotonicNs();
+  if (result->ok()) {
+    Install(std::move(**result));
+    return;
+  }
+  ++failed_attempts_;
+  backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(2 * backoff_ns_, kMaxBackoffNs);
+  next_attempt_ns_ = now + backoff_ns_;
+  state_ = State::kDown;
+  // The first failure and then one in 30 (about a minute at the longest backoff).
+  if (failed_attempts_ == 1 || failed_attempts_ % 30 == 0) {
+    RINGFS_LOG_WARN("queue %u: cannot reach server %s (attempt %u): %s; %zu requests waiting",
+                    config_.queue, config_.address.text, failed_attempts_,
+                    result->status().message(), live_);
+  }
+}
+
+void BackendChannel::Install(ServerSession session) {
+  const uint64_t now = MonotonicNs();
+  fd_ = std::move(session.fd);
+  dir_attrs_on_ = session.dir_attrs;
+  server_max_inflight_ = session.max_inflight;
+  state_ = State::kUp;
+  if (ever_connected_) {
+    ++reconnects_;
+    RINGFS_LOG_INFO("queue %u: reconnected to %s after %.1f s; sending %zu waiting requests",
+                    config_.queue, config_.address.text, (now - down_since_ns_) / 1e9,
+                    waiting_.size());
+  }
+  ever_connected_ = true;
+  failed_attempts_ = 0;
+  backoff_ns_ = 0;
   mode_ = RecvMode::kStaging;
+  staging_begin_ = staging_end_ = 0;
   ArmRecv();
-  return absl::OkStatus();
+  FillWindow();
+  KickSend();
 }
 
-absl::Status BackendChannel::Send(uint64_t unique, const PendingReply* reply, const iovec* iov,
-                                  int iovcnt) {
-  if (!fd_.valid()) {
-    if (absl::Status status = Connect(); !status.ok()) return status;
+void BackendChannel::Fail(std::string_view why) {
+  if (state_ != State::kUp) return;
+  RINGFS_LOG_WARN("queue %u: connection to %s lost (%s); %u requests at the server will be "
+                  "sent again",
+                  config_.queue, config_.address.text, why, on_wire_);
+  shutdown(fd_.get(), SHUT_RDWR);  // completes the outstanding receive and send
+  state_ = State::kDraining;
+  down_since_ns_ = MonotonicNs();
+  if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
+}
+
+void BackendChannel::FinishDrain() {
+  if (mode_ == RecvMode::kDirect && current_slot_ != kOneWay) {
+    // Part of its reply already overwrote the request's buffer: it cannot be sent again.
+    records_[current_slot_]->end_error = EIO;
   }
-  if (reply != nullptr && pending_.contains(unique)) {
-    return absl::InternalError(absl::StrFormat("unique %u already in flight", unique));
-  }
-  if (iovcnt > kMaxIov) return absl::InternalError("too many iovecs");
-  iovec parts[kMaxIov];
-  std::copy(iov, iov + iovcnt, parts);
-  msghdr message{};
-  message.msg_iov = parts;
-  message.msg_iovlen = iovcnt;
-  // Blocking send: the server never stops reading while we have fewer than the accepted
-  // max_inflight requests outstanding, so this cannot deadlock; SO_SNDTIMEO bounds it anyway.
-  while (message.msg_iovlen > 0) {
-    ssize_t sent = sendmsg(fd_.get(), &message, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      int err = errno == EAGAIN ? ETIMEDOUT : errno;
-      Fail(EIO, absl::StrFormat("send to server failed: %s", std::strerror(err)));
-      return ErrnoError(err, "send to server");
-    }
-    size_t left = static_cast<size_t>(sent);
-    while (message.msg_iovlen > 0 && left >= message.msg_iov[0].iov_len) {
-      left -= message.msg_iov[0].iov_len;
-      ++message.msg_iov;
-      --message.msg_iovlen;
-    }
-    if (message.msg_iovlen > 0) {
-      message.msg_iov[0].iov_base = static_cast<char*>(message.msg_iov[0].iov_base) + left;
-      message.msg_iov[0].iov_len -= left;
+  fd_.Reset();
+  ++generation_;
+  mode_ = RecvMode::kIdle;
+  staging_begin_ = staging_end_ = 0;
+  current_slot_ = kOneWay;
+  dropped_.clear();
+  on_wire_ = 0;
+  front_sent_ = 0;
+  // Whatever the old connection had goes back to wait for the next one, oldest first; one-way
+  // frames (FORGETs) stay queued and go out whole.
+  std::vector<uint32_t> replay;
+  std::deque<SendItem> keep;
+  for (SendItem& item : send_queue_) {
+    if (item.slot == kOneWay) {
+      keep.push_back(std::move(item));
+    } else {
+      replay.push_back(item.slot);
     }
   }
-  if (reply != nullptr) pending_.emplace(unique, *reply);
-  return absl::OkStatus();
+  send_queue_ = std::move(keep);
+  for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+    if (records_[slot] && records_[slot]->stage == Stage::kSent) replay.push_back(slot);
+  }
+  std::sort(replay.begin(), replay.end(), [this](uint32_t a, uint32_t b) {
+    return records_[a]->unique < records_[b]->unique;
+  });
+  for (auto it = replay.rbegin(); it != replay.rend(); ++it) {
+    Record& r = *records_[*it];
+    r.in_send = false;
+    if (r.held) {
+      Answer(*it, r.held_error, r.held_body);
+    } else if (r.end_error != 0) {
+      Answer(*it, -r.end_error, 0);
+    } else {
+      r.stage = Stage::kWaiting;
+      waiting_.push_front(*it);
+    }
+  }
+  state_ = State::kDown;
+  next_attempt_ns_ = MonotonicNs();  // the first attempt at once
+}
+
+// ---- ticks: connect, interrupts, deadlines ----
+
+void BackendChannel::OnTick() {
+  io_uring_sqe* sqe = GetSqe(ring_);
+  io_uring_prep_timeout(sqe, &tick_, 0, 0);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kTick));
+
+  const uint64_t now = MonotonicNs();
+  if (state_ == State::kDown && now >= next_attempt_ns_) StartConnect();
+  if (state_ == State::kConnecting) PollConnect();
+  if (state_ == State::kDraining && now - down_since_ns_ > kDrainCancelNs) {
+    // shutdown() should have completed them; make sure nothing keeps a request's buffers.
+    for (Op op : {Op::kSend, Op::kRecv}) {
+      io_uring_sqe* cancel = GetSqe(ring_);
+      io_uring_prep_cancel64(cancel, Tag(op), 0);
+      io_uring_sqe_set_data64(cancel, 0);
+    }
+    down_since_ns_ = now;
+  }
+  if (config_.interrupts != nullptr && !config_.interrupts->empty() && live_ > 0) {
+    for (uint64_t unique : config_.interrupts->Pending(now)) {
+      auto it = by_unique_.find(unique);
+      if (it == by_unique_.end() || !config_.interrupts->Take(unique)) continue;
+      ++interrupted_;
+      End(it->second, EINTR);
+    }
+  }
+  if (config_.request_timeout.count() > 0 && live_ > 0) {
+    uint32_t expired = 0;
+    for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+      Record* r = records_[slot].get();
+      if (r == nullptr || r->stage == Stage::kFree || r->end_error != 0 || r->held) continue;
+      if (r->deadline_ns != 0 && now >= r->deadline_ns) {
+        ++expired;
+        End(slot, ETIMEDOUT);
+      }
+    }
+    if (expired > 0) {
+      timeouts_ += expired;
+      RINGFS_LOG_WARN("queue %u: %u requests not answered by %s within timeout=%.1f s: "
+                      "ETIMEDOUT",
+                      config_.queue, expired, config_.address.text,
+                      config_.request_timeout.count() / 1e3);
+    }
+  }
+}
+
+bool BackendChannel::Busy(uint32_t slot) const {
+  const Record& r = *records_[slot];
+  if (r.in_send) return true;
+  if (r.stage == Stage::kQueued && !send_queue_.empty() && send_queue_.front().slot == slot &&
+      front_sent_ > 0) {
+    return true;  // half of it is on the wire: the rest must follow or the stream breaks
+  }
+  return mode_ == RecvMode::kDirect && current_slot_ == slot;
+}
+
+void BackendChannel::End(uint32_t slot, int err) {
+  Record& r = *records_[slot];
+  if (r.held || r.stage == Stage::kFree) return;  // answered already, or about to be
+  if (Busy(slot)) {
+    // Only a reset gets the buffers back from the kernel; the other requests are sent again.
+    r.end_error = err;
+    Fail(absl::StrFormat("request %u must end (%s) while the socket still uses its buffers",
+                         r.unique, std::strerror(err)));
+    return;
+  }
+  switch (r.stage) {
+    case Stage::kWaiting:
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), slot));
+      break;
+    case Stage::kQueued:
+      send_queue_.erase(std::find_if(send_queue_.begin(), send_queue_.end(),
+                                     [slot](const SendItem& item) { return item.slot == slot; }));
+      --on_wire_;
+      break;
+    case Stage::kSent:
+      // The server has it: its reply, if one comes, is read and dropped.
+      --on_wire_;
+      dropped_.insert(r.unique);
+      break;
+    case Stage::kFree:
+      return;
+  }
+  Answer(slot, -err, 0);
+}
+
+void BackendChannel::Answer(uint32_t slot, int error, size_t body) {
+  Record& r = *records_[slot];
+  r.stage = Stage::kFree;
+  r.held = false;
+  r.end_error = 0;
+  by_unique_.erase(r.unique);
+  --live_;
+  fuse_out_header header{};
+  header.len = static_cast<uint32_t>(sizeof(header) + body);
+  header.error = error;
+  header.unique = r.unique;
+  answered_.push_back({slot, header, body});
+}
+
+void BackendChannel::Deliver() {
+  if (answered_.empty()) return;
+  // A sink may submit again while we iterate; it then appends to the emptied answered_.
+  std::vector<Answered> batch;
+  batch.swap(answered_);
+  for (const Answered& a : batch) sink_->OnReply(a.slot, a.header, a.body);
+}
+
+// ---- receiving ----
+
+void BackendChannel::OnCompletion(uint64_t user_data, int res) {
+  Op op = static_cast<Op>(user_data & 0xffffffffu);
+  if (op == Op::kTick) {
+    OnTick();
+    return;
+  }
+  if (((user_data >> 32) & kGenerationMask) != (generation_ & kGenerationMask)) return;
+  if (op == Op::kSend) {
+    OnSend(res);
+  } else if (op == Op::kRecv) {
+    OnRecv(res);
+  }
 }
 
 void BackendChannel::ArmRecv() {
-  io_uring_sqe* sqe = io_uring_get_sqe(ring_);
-  if (sqe == nullptr) {
-    io_uring_submit(ring_);
-    sqe = io_uring_get_sqe(ring_);
-  }
+  io_uring_sqe* sqe = GetSqe(ring_);
   if (mode_ == RecvMode::kDirect) {
-    io_uring_prep_recv(sqe, fd_.get(), current_reply_.body + current_received_,
+    Record& r = *records_[current_slot_];
+    io_uring_prep_recv(sqe, fd_.get(), r.reply.body + current_received_,
                        current_body_ - current_received_, 0);
+  } else if (mode_ == RecvMode::kDiscard) {
+    io_uring_prep_recv(sqe, fd_.get(), discard_.data(),
+                       std::min(discard_.size(), current_body_ - current_received_), 0);
   } else {
     io_uring_prep_recv(sqe, fd_.get(), staging_.data() + staging_end_,
                        staging_.size() - staging_end_, 0);
   }
-  io_uring_sqe_set_data64(sqe, Tag());
+  io_uring_sqe_set_data64(sqe, Tag(Op::kRecv));
   recv_outstanding_ = true;
 }
 
-void BackendChannel::OnCompletion(uint64_t user_data, int res) {
-  uint32_t generation = static_cast<uint32_t>(user_data >> 32) & kGenerationMask;
-  if (generation != (generation_ & kGenerationMask)) {
-    // The last receive of a connection that already failed: its buffer is ours again.
-    auto it = retired_.find(generation);
-    if (it != retired_.end()) {
-      if (it->second.has_orphan) {
-        Answer(it->second.orphan.slot, it->second.orphan_unique, -EIO, 0);
-      }
-      retired_.erase(it);
-    }
+void BackendChannel::OnRecv(int res) {
+  recv_outstanding_ = false;
+  if (state_ == State::kDraining) {
+    if (!send_outstanding_) FinishDrain();
     return;
   }
-  recv_outstanding_ = false;
   if (res == -EINTR || res == -EAGAIN) {
     ArmRecv();
     return;
   }
   if (res <= 0) {
-    Fail(EIO, res == 0 ? std::string("server closed the connection")
-                       : absl::StrFormat("receive from server failed: %s", std::strerror(-res)));
+    Fail(res == 0 ? std::string("server closed the connection")
+                  : absl::StrFormat("receive failed: %s", std::strerror(-res)));
     return;
   }
-  if (mode_ == RecvMode::kDirect) {
+  if (mode_ == RecvMode::kDirect || mode_ == RecvMode::kDiscard) {
     current_received_ += static_cast<size_t>(res);
     if (current_received_ < current_body_) {
       ArmRecv();
       return;
     }
-    FinishReply();
+    if (mode_ == RecvMode::kDirect) FinishReply();
     mode_ = RecvMode::kStaging;
     staging_begin_ = staging_end_ = 0;
     ArmRecv();
@@ -203,17 +559,19 @@ void BackendChannel::ParseStaging() {
     if (!BeginReply(header)) return;  // the connection was failed
     staging_begin_ += sizeof(header);
     size_t take = std::min(staging_end_ - staging_begin_, current_body_);
-    if (take > 0) std::memcpy(current_reply_.body, staging_.data() + staging_begin_, take);
+    if (take > 0 && current_slot_ != kOneWay) {
+      std::memcpy(records_[current_slot_]->reply.body, staging_.data() + staging_begin_, take);
+    }
     staging_begin_ += take;
     current_received_ = take;
     if (current_received_ < current_body_) {
-      // The rest of a large body goes straight into the request's own buffer.
+      // The rest of a large body goes straight into the request's own buffer (or is dropped).
       staging_begin_ = staging_end_ = 0;
-      mode_ = RecvMode::kDirect;
+      mode_ = current_slot_ == kOneWay ? RecvMode::kDiscard : RecvMode::kDirect;
       ArmRecv();
       return;
     }
-    FinishReply();
+    if (current_slot_ != kOneWay) FinishReply();
   }
   size_t left = staging_end_ - staging_begin_;
   if (left > 0 && staging_begin_ > 0) {
@@ -228,36 +586,56 @@ void BackendChannel::ParseStaging() {
 bool BackendChannel::BeginReply(const fuse_out_header& header) {
   if (header.len < sizeof(fuse_out_header) ||
       header.len > sizeof(fuse_out_header) + wire::kMaxFrameBytes) {
-    Fail(EIO, absl::StrFormat("invalid reply length %u", header.len));
-    return false;
-  }
-  auto it = pending_.find(header.unique);
-  if (it == pending_.end()) {
-    Fail(EIO, absl::StrFormat("reply for unknown request %u", header.unique));
+    Fail(absl::StrFormat("invalid reply length %u", header.len));
     return false;
   }
   size_t body = header.len - sizeof(fuse_out_header);
-  const PendingReply& expect = it->second;
+  current_ = header;
+  current_body_ = body;
+  current_received_ = 0;
+  if (dropped_.erase(header.unique) > 0) {
+    current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
+    FillWindow();
+    return true;
+  }
+  auto it = by_unique_.find(header.unique);
+  if (it == by_unique_.end() || records_[it->second]->stage == Stage::kWaiting ||
+      (records_[it->second]->stage == Stage::kQueued && !records_[it->second]->in_send)) {
+    Fail(absl::StrFormat("reply for unknown request %u", header.unique));
+    return false;
+  }
+  uint32_t slot = it->second;
+  const PendingReply& expect = records_[slot]->reply;
   bool valid = header.error <= 0 && header.error > -512 &&
                (header.error == 0 ? TrailerBytes(expect, body) >= 0 && body <= expect.capacity
                                   : body == 0);
   if (!valid) {
-    Fail(EIO, absl::StrFormat("invalid reply to %s request %u: error %d, %u body bytes",
-                              std::string(fuse::OpName(expect.opcode)), header.unique,
-                              header.error, body));
+    RINGFS_LOG_WARN("queue %u: invalid reply to %s request %u: error %d, %zu body bytes",
+                    config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
+                    header.error, body);
+    // This request fails; the stream can no longer be trusted, so the others are sent again.
+    End(slot, EIO);
+    Fail("invalid reply");
     return false;
   }
-  current_ = header;
-  current_reply_ = expect;
-  current_body_ = body;
-  current_received_ = 0;
-  pending_.erase(it);
+  current_slot_ = slot;
   return true;
 }
 
 void BackendChannel::FinishReply() {
+  Record& r = *records_[current_slot_];
   size_t body = current_.error == 0 ? TakeTrailers() : current_body_;
-  Answer(current_reply_.slot, current_.unique, current_.error, body);
+  --on_wire_;
+  if (r.in_send) {
+    // Our SENDMSG's completion has not been reaped yet: the slot goes back after it.
+    r.held = true;
+    r.held_error = current_.error;
+    r.held_body = body;
+  } else {
+    Answer(current_slot_, current_.error, body);
+  }
+  current_slot_ = kOneWay;
+  FillWindow();
 }
 
 long BackendChannel::TrailerBytes(const PendingReply& expect, size_t body) const {
@@ -273,54 +651,17 @@ long BackendChannel::TrailerBytes(const PendingReply& expect, size_t body) const
 }
 
 size_t BackendChannel::TakeTrailers() {
-  long extra = TrailerBytes(current_reply_, current_body_);
+  const PendingReply& reply = records_[current_slot_]->reply;
+  long extra = TrailerBytes(reply, current_body_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
-    std::memcpy(&trailer, current_reply_.body + at, sizeof(trailer));
+    std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
   }
   return plain;
-}
-
-void BackendChannel::Answer(uint32_t slot, uint64_t unique, int error, size_t body_size) {
-  fuse_out_header header{};
-  header.len = static_cast<uint32_t>(sizeof(header) + body_size);
-  header.error = error;
-  header.unique = unique;
-  sink_->OnReply(slot, header, body_size);
-}
-
-void BackendChannel::Fail(int err, std::string_view why) {
-  RINGFS_LOG_WARN("queue %u: connection to %s lost (%s); %u requests in flight answered with %s",
-                  config_.queue, config_.address.text, why, pending_.size(),
-                  std::strerror(err));
-  if (fd_.valid() && recv_outstanding_) {
-    Retired& retired = retired_[generation_ & kGenerationMask];
-    if (mode_ == RecvMode::kDirect) {
-      retired.has_orphan = true;
-      retired.orphan = current_reply_;
-      retired.orphan_unique = current_.unique;
-    } else {
-      retired.staging = std::move(staging_);
-      staging_.assign(kStagingBytes, 0);
-    }
-  } else if (mode_ == RecvMode::kDirect) {
-    Answer(current_reply_.slot, current_.unique, -err, 0);
-  }
-  if (fd_.valid()) {
-    shutdown(fd_.get(), SHUT_RDWR);
-    fd_.Reset();
-  }
-  ++generation_;
-  mode_ = RecvMode::kIdle;
-  recv_outstanding_ = false;
-  staging_begin_ = staging_end_ = 0;
-  auto pending = std::move(pending_);
-  pending_.clear();
-  for (const auto& [unique, reply] : pending) Answer(reply.slot, unique, -err, 0);
 }
 
 }  // namespace ringfs::frontend

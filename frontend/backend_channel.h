@@ -1,25 +1,39 @@
-// One worker's connection to ringfs-server: connect + handshake, sending request frames gathered
-// from the caller's buffers, and receiving replies into the buffer each request named.
-// Owned and used by exactly one worker thread, which also owns the io_uring passed in; the
-// channel only queues RECV SQEs on it and expects the worker to route their completions back.
+// One worker's connection to ringfs-server, driven entirely through the worker's own io_uring:
+// requests are queued and sent with SENDMSG (short sends continue where they stopped), replies
+// are received into the buffer each request named, and nothing here ever blocks the worker.
+// While the connection is down, requests wait; a helper thread connects and handshakes, and
+// once it is back every request still unanswered is sent again (replay). A request that reaches
+// its deadline (mount option timeout=) ends with ETIMEDOUT, one that the kernel interrupts with
+// EINTR; a late reply to either is read and dropped.
+// A request's buffers belong to the channel from Submit until its answer is delivered: the
+// answer is held back while a SENDMSG or a receive still uses them.
+// Owned and used by exactly one worker thread, which owns the io_uring passed in and routes to
+// OnCompletion every completion whose tag has the channel's kind. Replies reach the ReplySink
+// only from Deliver(), which the worker calls from its loop, never from inside the receive path.
 #pragma once
 
 #include <linux/fuse.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <liburing.h>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/fuse_ops.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/interrupt_board.h"
 
 namespace ringfs::frontend {
 
@@ -29,20 +43,31 @@ struct BackendConfig {
   std::string token;
   uint32_t queue = 0;
   uint32_t fuse_minor = 0;
+  // Most requests this channel may hold at once (the worker's ring entries or read slots); slot
+  // numbers passed to Submit are below this. Also what the handshake asks the server to accept.
   uint32_t max_inflight = 16;
   std::chrono::nanoseconds entry_timeout{std::chrono::seconds(1)};
   std::chrono::nanoseconds attr_timeout{std::chrono::seconds(1)};
   std::chrono::milliseconds connect_timeout{5000};
-  // A blocked send gives up after this long and the connection is treated as dead.
-  std::chrono::milliseconds send_timeout{30000};
+  // A request not answered this long after it reached ringfs-mount ends with ETIMEDOUT.
+  // Zero: hard — wait for the server forever (a caller can still be interrupted).
+  std::chrono::milliseconds request_timeout{60000};
   // Where post-operation directory attributes go (common/dir_attrs.h); null: not asked for.
   DirAttrCache* dir_attrs = nullptr;
+  // Interrupts posted by the /dev/fuse readers; null: interrupts are not honoured.
+  InterruptBoard* interrupts = nullptr;
 };
 
-// Opens a connection and performs the handshake; used by the channel and by the mount's
-// pre-flight check. `dir_attrs_on`, when given, says whether the server will append dir attrs.
-absl::StatusOr<UniqueFd> ConnectToServer(const BackendConfig& config,
-                                         bool* dir_attrs_on = nullptr);
+// What a successful handshake told us.
+struct ServerSession {
+  UniqueFd fd;
+  bool dir_attrs = false;     // the server appends dir-attr trailers
+  uint32_t max_inflight = 0;  // what the server accepted
+};
+
+// Opens a connection and performs the handshake (blocking, bounded by connect_timeout and the
+// handshake timeout); run by the channel's connect helper and by the mount's pre-flight check.
+absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config);
 
 // Where a reply's body lands and which sizes are acceptable for it.
 struct PendingReply {
@@ -57,81 +82,151 @@ struct PendingReply {
 class ReplySink {
  public:
   virtual ~ReplySink() = default;
-  // The reply for `slot` is complete: header.error is 0 with the body in place, or an error
-  // (from the server, or EIO when the connection failed or the reply was invalid).
+  // The request in `slot` is answered: header.error is 0 with the body in place, or an error
+  // (from the server; EIO for an invalid reply; ETIMEDOUT at the deadline; EINTR when the
+  // kernel interrupted it). The slot's buffers are the worker's again.
   virtual void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) = 0;
 };
 
 class BackendChannel {
  public:
-  // `recv_kind` is the tag the worker uses for this channel's completions in user_data bits
-  // 56..63; the channel puts a generation in bits 32..55 so stale completions are recognised.
-  BackendChannel(BackendConfig config, io_uring* ring, uint8_t recv_kind, ReplySink* sink);
+  // How often deadlines, interrupts and the connect helper are looked at.
+  static constexpr std::chrono::milliseconds kTickInterval{100};
+
+  // `kind` is the tag the worker routes to OnCompletion (user_data bits 56..63).
+  BackendChannel(BackendConfig config, io_uring* ring, uint8_t kind, ReplySink* sink);
   ~BackendChannel();
   BackendChannel(const BackendChannel&) = delete;
   BackendChannel& operator=(const BackendChannel&) = delete;
 
-  absl::Status Connect();
-  bool connected() const { return fd_.valid(); }
-  size_t inflight() const { return pending_.size(); }
-  uint64_t reconnects() const { return reconnects_; }
+  // Arms the tick and starts connecting in the background. Requests may be submitted at once.
+  void Start();
 
-  // Sends one whole frame. REQUIRES: `unique` is not outstanding. On error nothing is pending
-  // for `unique` and the caller answers the request itself; other requests in flight on a
-  // broken connection are answered with EIO through the sink.
-  absl::Status Send(uint64_t unique, const PendingReply* reply, const iovec* iov, int iovcnt);
+  // Takes a request that expects a reply. `header` is copied (its len is set here); `parts`
+  // (argument struct, payload) must stay valid and unchanged until the slot is answered.
+  // `received_ns` (MonotonicNs) starts the deadline. REQUIRES: `slot` < max_inflight and not
+  // in use; `header.unique` not outstanding.
+  void Submit(const PendingReply& reply, const fuse_in_header& header, const iovec* parts,
+              int nparts, uint64_t received_ns);
+  // A request without a reply (FORGET, BATCH_FORGET): the bytes are copied.
+  void SubmitOneWay(const void* frame, size_t size);
 
-  // Routes a completion whose user_data carried this channel's kind.
   void OnCompletion(uint64_t user_data, int res);
+  // Hands every answered request to the sink. Call from the worker loop.
+  void Deliver();
 
-  // Fails everything in flight with `err` and closes the socket.
-  void Fail(int err, std::string_view why);
+  bool connected() const { return state_ == State::kUp; }
+  // Requests submitted and not yet delivered.
+  size_t inflight() const { return live_; }
+  uint64_t reconnects() const { return reconnects_; }
+  uint64_t timeouts() const { return timeouts_; }
+  uint64_t interrupts() const { return interrupted_; }
 
  private:
-  enum class RecvMode { kIdle, kStaging, kDirect };
+  enum class State { kDown, kConnecting, kUp, kDraining };
+  enum class Op : uint32_t { kRecv = 0, kSend = 1, kTick = 2 };
+  enum class Stage : uint8_t { kFree, kWaiting, kQueued, kSent };
 
+  struct Record {
+    Stage stage = Stage::kFree;
+    bool in_send = false;      // bytes of it are in the outstanding SENDMSG
+    int end_error = 0;         // set: answer with this errno once its buffers are free
+    uint64_t unique = 0;
+    uint64_t deadline_ns = 0;  // 0: none
+    PendingReply reply;
+    fuse_in_header header{};
+    iovec iov[4]{};
+    bool held = false;  // answered while still in the outstanding SENDMSG
+    int held_error = 0;
+    size_t held_body = 0;
+    int iovcnt = 0;
+    size_t frame_bytes = 0;
+  };
+  struct SendItem {
+    uint32_t slot;          // kOneWay for a one-way frame
+    std::string one_way;
+  };
+  struct Answered {
+    uint32_t slot;
+    fuse_out_header header;
+    size_t body;
+  };
+  struct ConnectAttempt;
+  static constexpr uint32_t kOneWay = ~0u;
+
+  uint64_t Tag(Op op) const;
+  void OnTick();
+  void StartConnect();
+  void PollConnect();
+  void Install(ServerSession session);
+  void Fail(std::string_view why);
+  void FinishDrain();
+  void FillWindow();
+  void KickSend();
+  void OnSend(int res);
   void ArmRecv();
+  void OnRecv(int res);
   void ParseStaging();
   bool BeginReply(const fuse_out_header& header);
   void FinishReply();
-  // Bytes of dir-attr trailers in a `body`-byte success reply to `expect`, or -1 if the size
-  // fits neither the plain reply nor the plain reply plus trailers.
   long TrailerBytes(const PendingReply& expect, size_t body) const;
-  // Hands the trailers of the finished reply to the cache; returns the plain body size.
   size_t TakeTrailers();
-  void Answer(uint32_t slot, uint64_t unique, int error, size_t body_size);
-  uint64_t Tag() const;
+  // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
+  // when a SENDMSG or receive holds them, resets the connection to get them back.
+  void End(uint32_t slot, int err);
+  void Answer(uint32_t slot, int error, size_t body);
+  bool Busy(uint32_t slot) const;
+  uint32_t window() const;
 
   BackendConfig config_;
   io_uring* ring_;
-  uint8_t recv_kind_;
+  uint8_t kind_;
   ReplySink* sink_;
+
+  State state_ = State::kDown;
   UniqueFd fd_;
-  uint32_t generation_ = 0;
+  uint32_t generation_ = 1;
+  bool dir_attrs_on_ = false;
+  uint32_t server_max_inflight_ = 0;
+  std::shared_ptr<ConnectAttempt> attempt_;
+  uint64_t next_attempt_ns_ = 0;
+  uint64_t backoff_ns_ = 0;
+  uint64_t down_since_ns_ = 0;
+  uint32_t failed_attempts_ = 0;
   uint64_t reconnects_ = 0;
-  bool dir_attrs_on_ = false;  // negotiated on the current connection
-  std::chrono::steady_clock::time_point last_connect_failure_{};
+  uint64_t timeouts_ = 0;
+  uint64_t interrupted_ = 0;
+  bool ever_connected_ = false;
+  __kernel_timespec tick_{};
 
-  absl::flat_hash_map<uint64_t, PendingReply> pending_;
+  // By slot, made on first use: a worker only ever sees the entries that come its way.
+  std::vector<std::unique_ptr<Record>> records_;
+  absl::flat_hash_map<uint64_t, uint32_t> by_unique_;
+  // Answered early (interrupt, deadline) while the server still has them: their replies are
+  // read and dropped. They count against the server's in-flight limit until then.
+  absl::flat_hash_set<uint64_t> dropped_;
+  size_t live_ = 0;
+  uint32_t on_wire_ = 0;  // sent or being sent on this connection, awaiting a reply
+  std::deque<uint32_t> waiting_;  // not yet queued for sending (down, or window full)
+  std::deque<SendItem> send_queue_;
+  size_t front_sent_ = 0;      // bytes of send_queue_.front() already on the wire
+  bool send_outstanding_ = false;
+  size_t send_items_ = 0;      // items covered by the outstanding SENDMSG
+  static constexpr int kMaxSendIov = 64;
+  iovec send_iov_[kMaxSendIov]{};
+  msghdr send_msg_{};
+  std::vector<Answered> answered_;
 
+  // Receive side.
+  enum class RecvMode { kIdle, kStaging, kDirect, kDiscard };
   std::vector<char> staging_;
   size_t staging_begin_ = 0;
   size_t staging_end_ = 0;
   RecvMode mode_ = RecvMode::kIdle;
   bool recv_outstanding_ = false;
-  // A direct receive writes into a request's own buffer; if the connection dies meanwhile, that
-  // request is answered only once the kernel has finished with the buffer (its stale completion).
-  struct Retired {
-    std::vector<char> staging;
-    bool has_orphan = false;
-    PendingReply orphan{};
-    uint64_t orphan_unique = 0;
-  };
-  absl::flat_hash_map<uint32_t, Retired> retired_;  // by generation
-
-  // The reply being received.
+  std::vector<char> discard_;
   fuse_out_header current_{};
-  PendingReply current_reply_{};
+  uint32_t current_slot_ = kOneWay;  // kOneWay: the reply is dropped
   size_t current_body_ = 0;
   size_t current_received_ = 0;
 };

@@ -10,6 +10,8 @@
 #include <map>
 #include <thread>
 
+#include <netinet/in.h>
+
 #include "common/dir_attrs.h"
 #include "common/wire.h"
 #include "proto/fuse_abi.h"
@@ -90,7 +92,9 @@ struct Answer {
 class Harness : public ReplySink {
  public:
   explicit Harness(const SocketAddress& address, std::string token = "",
-                   DirAttrCache* dir_attrs = nullptr) {
+                   DirAttrCache* dir_attrs = nullptr,
+                   milliseconds timeout = milliseconds(3000),
+                   InterruptBoard* interrupts = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -98,8 +102,11 @@ class Harness : public ReplySink {
     config.token = std::move(token);
     config.max_inflight = 8;
     config.connect_timeout = milliseconds(2000);
+    config.request_timeout = timeout;
     config.dir_attrs = dir_attrs;
+    config.interrupts = interrupts;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
+    channel_->Start();
   }
   ~Harness() override {
     channel_.reset();
@@ -108,35 +115,46 @@ class Harness : public ReplySink {
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override {
     answers_[slot] = {header, body_size};
   }
-  // Sends a request whose reply may have [min, max] body bytes, into buffer `slot`.
-  absl::Status Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max) {
+  // Submits a request whose reply may have [min, max] body bytes, into buffer `slot`.
+  void Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max,
+            std::string payload = "") {
     fuse_in_header in{};
-    in.len = sizeof(in);
     in.opcode = opcode;
     in.unique = unique;
     in.nodeid = 1;
     buffers_[slot].assign(2 << 20, 0);
+    payloads_[slot] = std::move(payload);
     PendingReply reply{slot, opcode, buffers_[slot].data(), buffers_[slot].size(), min, max};
-    iovec iov{&in, sizeof(in)};
-    return channel_->Send(unique, &reply, &iov, 1);
+    iovec part{payloads_[slot].data(), payloads_[slot].size()};
+    channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
-  // Runs completions until `count` answers arrived (or a generous deadline).
-  void WaitForAnswers(size_t count) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (answers_.size() < count && std::chrono::steady_clock::now() < deadline) {
+  // Runs completions until `done()` (or a generous deadline).
+  void RunUntil(const std::function<bool()>& done,
+                std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
       io_uring_submit(&ring_);
       io_uring_cqe* cqe = nullptr;
-      __kernel_timespec timeout{0, 100'000'000};
+      __kernel_timespec timeout{0, 20'000'000};
       if (io_uring_wait_cqe_timeout(&ring_, &cqe, &timeout) != 0) continue;
       uint64_t data = cqe->user_data;
       int res = cqe->res;
       io_uring_cqe_seen(&ring_, cqe);
       channel_->OnCompletion(data, res);
+      channel_->Deliver();
     }
+  }
+  void WaitConnected() {
+    RunUntil([this] { return channel_->connected(); });
+    ASSERT_TRUE(channel_->connected());
+  }
+  void WaitForAnswers(size_t count, milliseconds limit = milliseconds(10000)) {
+    RunUntil([&] { return answers_.size() >= count; }, limit);
   }
   BackendChannel& channel() { return *channel_; }
   std::map<uint32_t, Answer> answers_;
   std::map<uint32_t, std::vector<char>> buffers_;
+  std::map<uint32_t, std::string> payloads_;
 
  private:
   io_uring ring_{};
@@ -152,10 +170,9 @@ TEST(BackendChannelTest, RepliesInAnyOrderReachTheirBuffers) {
     ReadRequest(fd);  // hold the connection until the client goes
   });
   Harness h(server.address());
-  ASSERT_TRUE(h.channel().Connect().ok());
-  ASSERT_TRUE(h.Send(0, FUSE_LOOKUP, 10, 128, 128).ok());
-  ASSERT_TRUE(h.Send(1, FUSE_LOOKUP, 11, 128, 128).ok());
-  ASSERT_TRUE(h.Send(2, FUSE_LOOKUP, 12, 128, 128).ok());
+  h.Send(0, FUSE_LOOKUP, 10, 128, 128);
+  h.Send(1, FUSE_LOOKUP, 11, 128, 128);
+  h.Send(2, FUSE_LOOKUP, 12, 128, 128);
   h.WaitForAnswers(3);
   ASSERT_EQ(h.answers_.size(), 3u);
   EXPECT_EQ(h.answers_[0].header.error, -ENOENT);
@@ -176,9 +193,8 @@ TEST(BackendChannelTest, LargeBodiesArriveIntact) {
     ReadRequest(fd);
   });
   Harness h(server.address());
-  ASSERT_TRUE(h.channel().Connect().ok());
-  ASSERT_TRUE(h.Send(0, FUSE_READ, 1, 0, 1 << 20).ok());
-  ASSERT_TRUE(h.Send(1, FUSE_READ, 2, 0, 1 << 20).ok());
+  h.Send(0, FUSE_READ, 1, 0, 1 << 20);
+  h.Send(1, FUSE_READ, 2, 0, 1 << 20);
   h.WaitForAnswers(2);
   ASSERT_EQ(h.answers_[0].body_size, big.size());
   EXPECT_EQ(std::memcmp(h.buffers_[0].data(), big.data(), big.size()), 0);
@@ -186,56 +202,65 @@ TEST(BackendChannelTest, LargeBodiesArriveIntact) {
   EXPECT_EQ(std::memcmp(h.buffers_[1].data(), big.data(), 300000), 0);
 }
 
-TEST(BackendChannelTest, OversizedReplyFailsEverythingInFlightWithEio) {
-  ScriptedServer server([](int fd) {
-    fuse_in_header a = ReadRequest(fd);
-    ReadRequest(fd);
-    WriteReply(fd, a.unique, 0, std::string(4096 + 1, 'x'));  // more than was asked for
+TEST(BackendChannelTest, InvalidReplyFailsThatRequestAndTheOthersAreSentAgain) {
+  std::atomic<int> connections{0};
+  ScriptedServer server([&connections](int fd) {
+    if (++connections == 1) {
+      fuse_in_header a = ReadRequest(fd);
+      ReadRequest(fd);
+      WriteReply(fd, a.unique, 0, std::string(4096 + 1, 'x'));  // more than was asked for
+      ReadRequest(fd);
+      return;
+    }
+    fuse_in_header b = ReadRequest(fd);  // the second request, sent again
+    WriteReply(fd, b.unique, 0, std::string(10, 'y'));
     ReadRequest(fd);
   });
   Harness h(server.address());
-  ASSERT_TRUE(h.channel().Connect().ok());
-  ASSERT_TRUE(h.Send(0, FUSE_READ, 1, 0, 4096).ok());
-  ASSERT_TRUE(h.Send(1, FUSE_READ, 2, 0, 4096).ok());
+  h.Send(0, FUSE_READ, 1, 0, 4096);
+  h.Send(1, FUSE_READ, 2, 0, 4096);
   h.WaitForAnswers(2);
   EXPECT_EQ(h.answers_[0].header.error, -EIO);
-  EXPECT_EQ(h.answers_[1].header.error, -EIO);
-  EXPECT_FALSE(h.channel().connected());
+  EXPECT_EQ(h.answers_[1].header.error, 0);
+  EXPECT_EQ(h.answers_[1].body_size, 10u);
+  EXPECT_EQ(h.channel().reconnects(), 1u);
 }
 
 TEST(BackendChannelTest, InvalidRepliesAreRefused) {
   struct Case {
     const char* name;
     std::function<void(int fd, uint64_t unique)> reply;
+    int expected;  // a reply that names no request of ours cannot fail one: it times out
   };
   std::vector<Case> cases = {
-      {"unknown unique", [](int fd, uint64_t u) { WriteReply(fd, u + 1000, 0, std::string(128, 0)); }},
-      {"positive error", [](int fd, uint64_t u) { WriteReply(fd, u, 5, ""); }},
-      {"error below -511", [](int fd, uint64_t u) { WriteReply(fd, u, -600, ""); }},
-      {"error with body", [](int fd, uint64_t u) { WriteReply(fd, u, -EIO, "abc"); }},
-      {"short entry", [](int fd, uint64_t u) { WriteReply(fd, u, 0, std::string(100, 0)); }},
+      {"unknown unique", [](int fd, uint64_t u) { WriteReply(fd, u + 1000, 0, std::string(128, 0)); },
+       -ETIMEDOUT},
+      {"positive error", [](int fd, uint64_t u) { WriteReply(fd, u, 5, ""); }, -EIO},
+      {"error below -511", [](int fd, uint64_t u) { WriteReply(fd, u, -600, ""); }, -EIO},
+      {"error with body", [](int fd, uint64_t u) { WriteReply(fd, u, -EIO, "abc"); }, -EIO},
+      {"short entry", [](int fd, uint64_t u) { WriteReply(fd, u, 0, std::string(100, 0)); }, -EIO},
       {"length below header", [](int fd, uint64_t u) {
          fuse_out_header out{8, 0, u};
          (void)SendAll(fd, &out, sizeof(out), milliseconds(1000));
-       }},
+       }, -ETIMEDOUT},
   };
   for (const Case& c : cases) {
     ScriptedServer server([&c](int fd) {
       fuse_in_header a = ReadRequest(fd);
+      if (a.unique == 0) return;
       c.reply(fd, a.unique);
       ReadRequest(fd);
     });
-    Harness h(server.address());
-    ASSERT_TRUE(h.channel().Connect().ok());
-    ASSERT_TRUE(h.Send(0, FUSE_LOOKUP, 77, 128, 128).ok());
+    Harness h(server.address(), "", nullptr, milliseconds(700));
+    h.Send(0, FUSE_LOOKUP, 77, 128, 128);
     h.WaitForAnswers(1);
     ASSERT_EQ(h.answers_.size(), 1u) << c.name;
-    EXPECT_EQ(h.answers_[0].header.error, -EIO) << c.name;
+    EXPECT_EQ(h.answers_[0].header.error, c.expected) << c.name;
     EXPECT_EQ(h.answers_[0].header.unique, 77u) << c.name;
   }
 }
 
-TEST(BackendChannelTest, ServerDeathAnswersEioAndTheNextSendReconnects) {
+TEST(BackendChannelTest, ServerDeathResendsOnReconnect) {
   std::atomic<int> connections{0};
   ScriptedServer server([&connections](int fd) {
     int n = ++connections;
@@ -245,14 +270,173 @@ TEST(BackendChannelTest, ServerDeathAnswersEioAndTheNextSendReconnects) {
     ReadRequest(fd);
   });
   Harness h(server.address());
-  ASSERT_TRUE(h.channel().Connect().ok());
-  ASSERT_TRUE(h.Send(0, FUSE_LOOKUP, 1, 128, 128).ok());
+  h.Send(0, FUSE_LOOKUP, 1, 128, 128);
   h.WaitForAnswers(1);
-  EXPECT_EQ(h.answers_[0].header.error, -EIO);
-  ASSERT_TRUE(h.Send(1, FUSE_LOOKUP, 2, 128, 128).ok());
+  EXPECT_EQ(h.answers_[0].header.error, 0);
+  EXPECT_EQ(h.buffers_[0][0], 'z');
+  EXPECT_EQ(h.channel().reconnects(), 1u);
+}
+
+TEST(BackendChannelTest, SilentServerEndsRequestsAtTheDeadlineAndLateRepliesAreDropped) {
+  std::atomic<bool> release{false};
+  ScriptedServer server([&release](int fd) {
+    fuse_in_header a = ReadRequest(fd);
+    while (!release) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, a.unique, 0, std::string(128, 'l'));  // late: must be dropped
+    fuse_in_header b = ReadRequest(fd);
+    WriteReply(fd, b.unique, 0, std::string(128, 'b'));
+    ReadRequest(fd);
+  });
+  Harness h(server.address(), "", nullptr, milliseconds(500));
+  auto start = std::chrono::steady_clock::now();
+  h.Send(0, FUSE_LOOKUP, 1, 128, 128);
+  h.WaitForAnswers(1);
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(h.answers_[0].header.error, -ETIMEDOUT);
+  EXPECT_GE(took, milliseconds(450));
+  EXPECT_LT(took, milliseconds(1500));
+  EXPECT_EQ(h.buffers_[0][0], 0) << "the late reply must not land in a returned buffer";
+  release = true;
+  h.Send(1, FUSE_LOOKUP, 2, 128, 128);
   h.WaitForAnswers(2);
   EXPECT_EQ(h.answers_[1].header.error, 0);
-  EXPECT_EQ(h.channel().reconnects(), 1u);
+  EXPECT_EQ(h.buffers_[1][0], 'b');
+  EXPECT_EQ(h.buffers_[0][0], 0);
+  EXPECT_EQ(h.channel().timeouts(), 1u);
+  EXPECT_EQ(h.channel().reconnects(), 0u) << "a dropped reply keeps the stream in sync";
+}
+
+TEST(BackendChannelTest, InterruptAnswersEintrAndTheLateReplyIsDropped) {
+  std::atomic<bool> release{false};
+  ScriptedServer server([&release](int fd) {
+    fuse_in_header a = ReadRequest(fd);
+    while (!release) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, a.unique, 0, std::string(128, 'l'));
+    fuse_in_header b = ReadRequest(fd);
+    WriteReply(fd, b.unique, 0, std::string(128, 'b'));
+    ReadRequest(fd);
+  });
+  InterruptBoard board;
+  Harness h(server.address(), "", nullptr, milliseconds(0), &board);
+  h.Send(0, FUSE_LOOKUP, 41, 128, 128);
+  h.RunUntil([] { return false; }, milliseconds(300));
+  EXPECT_TRUE(h.answers_.empty()) << "hard: nothing ends by itself";
+  board.Post(41, MonotonicNs());
+  auto start = std::chrono::steady_clock::now();
+  h.WaitForAnswers(1);
+  EXPECT_EQ(h.answers_[0].header.error, -EINTR);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
+  release = true;
+  h.Send(1, FUSE_LOOKUP, 42, 128, 128);
+  h.WaitForAnswers(2);
+  EXPECT_EQ(h.answers_[1].header.error, 0);
+  EXPECT_EQ(h.buffers_[0][0], 0);
+  EXPECT_TRUE(board.empty());
+}
+
+TEST(BackendChannelTest, InterruptBeforeSubmitNeverReachesTheServer) {
+  std::atomic<int> requests{0};
+  ScriptedServer server([&requests](int fd) {
+    while (ReadRequest(fd).unique != 0) ++requests;
+  });
+  InterruptBoard board;
+  Harness h(server.address(), "", nullptr, milliseconds(0), &board);
+  board.Post(5, MonotonicNs());
+  h.Send(0, FUSE_LOOKUP, 5, 128, 128);
+  h.WaitForAnswers(1);
+  EXPECT_EQ(h.answers_[0].header.error, -EINTR);
+  h.RunUntil([] { return false; }, milliseconds(200));
+  EXPECT_EQ(requests.load(), 0);
+}
+
+TEST(BackendChannelTest, HardWaitsForAServerThatComesBack) {
+  // Nothing listens at first; a server appears on the same port later.
+  auto probe = ParseSocketAddress("127.0.0.1:0");
+  UniqueFd reserve = std::move(*ListenOn(*probe));
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(reserve.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  int port = ntohs(bound.sin_port);
+  reserve.Reset();
+  auto address = ParseSocketAddress("127.0.0.1:" + std::to_string(port));
+  auto h = std::make_unique<Harness>(*address, "", nullptr, milliseconds(0));
+  h->Send(0, FUSE_LOOKUP, 9, 128, 128);
+  h->RunUntil([] { return false; }, milliseconds(800));
+  ASSERT_TRUE(h->answers_.empty());
+  UniqueFd listener = std::move(*ListenOn(*address));
+  std::thread server([&listener] {
+    UniqueFd conn(accept(listener.get(), nullptr, nullptr));
+    wire::ClientHello hello;
+    ASSERT_TRUE(wire::ReceiveHandshake(conn.get(), &hello).ok());
+    wire::ServerHello reply;
+    reply.set_result(wire::ServerHello::OK);
+    reply.set_max_inflight(hello.max_inflight());
+    ASSERT_TRUE(wire::SendHandshake(conn.get(), reply).ok());
+    fuse_in_header a = ReadRequest(conn.get());
+    WriteReply(conn.get(), a.unique, 0, std::string(128, 'h'));
+    ReadRequest(conn.get());
+  });
+  h->WaitForAnswers(1, milliseconds(8000));
+  EXPECT_EQ(h->answers_[0].header.error, 0);
+  EXPECT_EQ(h->buffers_[0][0], 'h');
+  h.reset();  // closes the connection so the server thread ends
+  server.join();
+}
+
+TEST(BackendChannelTest, NeverMoreInFlightThanTheServerAccepts) {
+  // The server accepts 2 in flight; 8 requests with 256 KiB payloads all get answered, the
+  // server never sees a third before answering, and Submit never blocks.
+  std::atomic<int> max_seen{0};
+  UniqueFd listener = std::move(*ListenOn(*ParseSocketAddress("127.0.0.1:0")));
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(listener.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+  auto address = ParseSocketAddress("127.0.0.1:" + std::to_string(ntohs(bound.sin_port)));
+  std::thread server([&] {
+    UniqueFd conn(accept(listener.get(), nullptr, nullptr));
+    wire::ClientHello hello;
+    ASSERT_TRUE(wire::ReceiveHandshake(conn.get(), &hello).ok());
+    wire::ServerHello reply;
+    reply.set_result(wire::ServerHello::OK);
+    reply.set_max_inflight(2);
+    ASSERT_TRUE(wire::SendHandshake(conn.get(), reply).ok());
+    int outstanding = 0;
+    std::vector<uint64_t> held;
+    for (int answered = 0; answered < 8;) {
+      // Read while allowed; answer the oldest when two are outstanding or all have arrived.
+      if (outstanding < 2 && answered + outstanding < 8) {
+        std::vector<char> body;
+        fuse_in_header in = ReadRequest(conn.get(), &body);
+        ASSERT_EQ(body.size(), 256u * 1024);
+        held.push_back(in.unique);
+        max_seen = std::max(max_seen.load(), ++outstanding);
+        // A third frame must not be in the socket yet.
+        if (outstanding == 2) {
+          std::this_thread::sleep_for(milliseconds(30));
+          char peek;
+          EXPECT_EQ(recv(conn.get(), &peek, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+        }
+        continue;
+      }
+      WriteReply(conn.get(), held.front(), 0, std::string(8, 'w'));
+      held.erase(held.begin());
+      --outstanding;
+      ++answered;
+    }
+    ReadRequest(conn.get());
+  });
+  auto h = std::make_unique<Harness>(*address);
+  auto start = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; i < 8; ++i) {
+    h->Send(i, FUSE_WRITE, 100 + i, 8, 8, std::string(256 * 1024, 'd'));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(50)) << "Submit blocked";
+  h->WaitForAnswers(8);
+  ASSERT_EQ(h->answers_.size(), 8u);
+  for (auto& [slot, answer] : h->answers_) EXPECT_EQ(answer.header.error, 0) << slot;
+  EXPECT_LE(max_seen.load(), 2);
+  h.reset();
+  server.join();
 }
 
 TEST(BackendChannelTest, WrongTokenIsRefusedClearly) {
@@ -261,9 +445,9 @@ TEST(BackendChannelTest, WrongTokenIsRefusedClearly) {
   config.address = server.address();
   config.token = "guess";
   config.max_inflight = 4;
-  auto fd = ConnectToServer(config);
-  EXPECT_EQ(fd.status().code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_NE(fd.status().message().find("AUTH_FAILED"), absl::string_view::npos);
+  auto session = ConnectToServer(config);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(session.status().message().find("AUTH_FAILED"), absl::string_view::npos);
 }
 
 TEST(BackendChannelTest, UnreachableServerFailsFast) {
@@ -297,11 +481,10 @@ TEST(BackendChannelTest, DirAttrTrailersAreStrippedAndCached) {
   });
   DirAttrCache cache;
   Harness h(server.address(), "", &cache);
-  ASSERT_TRUE(h.channel().Connect().ok());
   const size_t create_size = sizeof(fuse_entry_out) + sizeof(fuse_open_out);
-  ASSERT_TRUE(h.Send(0, FUSE_UNLINK, 1, 0, 0).ok());
-  ASSERT_TRUE(h.Send(1, FUSE_CREATE, 2, create_size, create_size).ok());
-  ASSERT_TRUE(h.Send(2, FUSE_RENAME, 3, 0, 0).ok());
+  h.Send(0, FUSE_UNLINK, 1, 0, 0);
+  h.Send(1, FUSE_CREATE, 2, create_size, create_size);
+  h.Send(2, FUSE_RENAME, 3, 0, 0);
   h.WaitForAnswers(3);
   ASSERT_EQ(h.answers_.size(), 3u);
   for (auto& [slot, answer] : h.answers_) EXPECT_EQ(answer.header.error, 0) << slot;
@@ -328,9 +511,7 @@ TEST(BackendChannelTest, TrailersAreInvalidWhereTheyDoNotBelong) {
   });
   DirAttrCache cache;
   Harness with_cache(server.address(), "", &cache);
-  ASSERT_TRUE(with_cache.channel().Connect().ok());
-  ASSERT_TRUE(
-      with_cache.Send(0, FUSE_LOOKUP, 1, sizeof(fuse_entry_out), sizeof(fuse_entry_out)).ok());
+  with_cache.Send(0, FUSE_LOOKUP, 1, sizeof(fuse_entry_out), sizeof(fuse_entry_out));
   with_cache.WaitForAnswers(1);
   EXPECT_EQ(with_cache.answers_[0].header.error, -EIO);
   EXPECT_EQ(cache.size(), 0u);
@@ -343,8 +524,7 @@ TEST(BackendChannelTest, UnnegotiatedTrailerIsInvalid) {
     ReadRequest(fd);
   });
   Harness h(server.address());
-  ASSERT_TRUE(h.channel().Connect().ok());
-  ASSERT_TRUE(h.Send(0, FUSE_UNLINK, 1, 0, 0).ok());
+  h.Send(0, FUSE_UNLINK, 1, 0, 0);
   h.WaitForAnswers(1);
   EXPECT_EQ(h.answers_[0].header.error, -EIO);
 }

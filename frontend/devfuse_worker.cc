@@ -46,9 +46,11 @@ absl::Status DevFuseWorker::Setup() {
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (memory == MAP_FAILED) return ErrnoError(errno, "mmap /dev/fuse buffers");
   buffers_ = static_cast<char*>(memory);
+  BackendConfig backend = config_.backend;
+  backend.max_inflight = config_.slots;
   backend_ = std::make_unique<BackendChannel>(
-      config_.backend, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
-  RETURN_IF_ERROR(backend_->Connect());
+      std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
+  backend_->Start();
   slot_alive_.assign(config_.slots, true);
   slot_times_.assign(config_.slots, SlotTimes{});
   alive_slots_ = config_.slots;
@@ -90,6 +92,7 @@ void DevFuseWorker::Loop() {
       }
     }
     io_uring_cq_advance(&ring_, seen);
+    backend_->Deliver();
   }
   RINGFS_LOG_DEBUG("%s worker: /dev/fuse connection ended; worker exits", config_.role);
   finished_.store(true, std::memory_order_release);
@@ -127,7 +130,23 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     WriteReply(slot, error, 0);
     return;
   }
-  if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) stats_->Add(stats_->forgets);
+  if (in.opcode == FUSE_INTERRUPT) {
+    // The request it names is in some worker's backend channel: they look at the board.
+    fuse_interrupt_in interrupt{};
+    if (in.len >= sizeof(in) + sizeof(interrupt) && config_.backend.interrupts != nullptr) {
+      std::memcpy(&interrupt, buffer + sizeof(in), sizeof(interrupt));
+      config_.backend.interrupts->Post(interrupt.unique, MonotonicNs());
+    }
+    PostRead(slot);
+    return;
+  }
+  if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) {
+    stats_->Add(stats_->forgets);
+    backend_->SubmitOneWay(buffer, in.len);
+    stats_->Add(stats_->forwarded);
+    PostRead(slot);
+    return;
+  }
   if (!op || !op->forwarded) {
     // DESTROY comes at unmount for some mounts and only needs an empty success.
     error.error = in.opcode == FUSE_DESTROY ? 0 : -ENOSYS;
@@ -149,34 +168,21 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     return;
   }
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
-  // The reply body lands in the same buffer right after room for fuse_out_header: the request
-  // has been sent by then.
+  // The reply body lands in the same buffer right after room for fuse_out_header: the channel
+  // keeps the request's bytes only until the server has them (see backend_channel.h).
   PendingReply reply{slot, in.opcode, buffer + sizeof(fuse_out_header),
                      config_.buffer_bytes - sizeof(fuse_out_header), bounds.min, bounds.max};
-  iovec iov{buffer, in.len};
-  absl::Status status = backend_->Send(in.unique, bounds.expected ? &reply : nullptr, &iov, 1);
-  if (status.ok()) {
-    const bool background = queue::ClassifyKernelRequest(in.opcode, op_in, struct_size) ==
-                            queue::RequestClass::kBackground;
-    slot_times_[slot].sent_ns = MonotonicNs();
-    slot_times_[slot].background = background;
-    stats_->Add(stats_->forwarded);
-    stats_->Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
-    stats_->Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
-    stats_->Add(stats_->bytes_to_server, in.len - sizeof(in));
-    if (bounds.expected) WorkerStats::Set(stats_->inflight, ++inflight_);
-  }
-  if (!bounds.expected) {
-    PostRead(slot);  // FORGET/INTERRUPT: nothing to answer; lost ones only cost server memory
-    return;
-  }
-  if (!status.ok()) {
-    RINGFS_LOG_DEBUG("%s worker: %s failed: %s", config_.role, std::string(op->name),
-                     status.ToString());
-    stats_->Add(stats_->errors);
-    error.error = -EIO;
-    WriteReply(slot, error, 0);
-  }
+  iovec rest{buffer + sizeof(in), in.len - sizeof(in)};
+  backend_->Submit(reply, in, &rest, 1, slot_times_[slot].received_ns);
+  const bool background = queue::ClassifyKernelRequest(in.opcode, op_in, struct_size) ==
+                          queue::RequestClass::kBackground;
+  slot_times_[slot].sent_ns = MonotonicNs();
+  slot_times_[slot].background = background;
+  stats_->Add(stats_->forwarded);
+  stats_->Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
+  stats_->Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
+  stats_->Add(stats_->bytes_to_server, in.len - sizeof(in));
+  WorkerStats::Set(stats_->inflight, ++inflight_);
 }
 
 void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {

@@ -78,6 +78,9 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.attr_timeout = options_.attr_timeout;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
+  config.request_timeout =
+      options_.hard ? std::chrono::milliseconds(0) : options_.request_timeout;
+  config.interrupts = interrupts_.get();
   return config;
 }
 
@@ -86,7 +89,7 @@ absl::Status MountSession::Start() {
   {
     // Fail before mounting when the server cannot be reached or refuses us: a mount that only
     // answers EIO helps nobody.
-    ASSIGN_OR_RETURN(UniqueFd probe,
+    ASSIGN_OR_RETURN(ServerSession probe,
                      ConnectToServer(MakeBackendConfig(0, options_.queue_depth)));
   }
   ASSIGN_OR_RETURN(fuse_fd_, MountFuse({options_.source, options_.mountpoint,

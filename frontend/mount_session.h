@@ -79,6 +79,8 @@ class MountSession {
   std::vector<std::unique_ptr<WorkerStats>> stats_;
   // Shared by every worker's backend connection (see local_answer.h).
   std::unique_ptr<DirAttrCache> dir_attr_cache_ = std::make_unique<DirAttrCache>();
+  // INTERRUPTs read from /dev/fuse, for the worker that holds the request.
+  std::unique_ptr<InterruptBoard> interrupts_ = std::make_unique<InterruptBoard>();
   std::unique_ptr<QueueEngine> engine_;
   std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;
 };

@@ -80,6 +80,20 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     if (!parsed.ok()) return parsed.status();
     out->connect_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
     if (out->connect_timeout.count() < 1) out->connect_timeout = std::chrono::milliseconds(1);
+  } else if (key == "timeout") {
+    auto parsed = ParseSeconds(key, value);
+    if (!parsed.ok()) return parsed.status();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*parsed);
+    if (ms.count() < 100) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("timeout=%s: at least 0.1 s (use `hard` to wait forever)", value));
+    }
+    out->request_timeout = ms;
+    out->timeout_given = true;
+  } else if (key == "hard") {
+    out->hard = true;
+  } else if (key == "soft") {
+    out->hard = false;
   } else if (key == "log_level") {
     if (value != "debug" && value != "info" && value != "warn" && value != "error") {
       return absl::InvalidArgumentError(
@@ -141,6 +155,8 @@ std::string Usage() {
          "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  ro\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
+         "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
+         "         hard (wait for the server forever; callers stay interruptible)\n"
          "control:  control=unix:PATH|HOST:PORT|none  control_token_file=PATH\n"
          "         metrics=HOST:PORT (Prometheus /metrics)\n"
          "queue engine (transport=uring): active=CPULIST  bg_limit=N|unlimited\n"
@@ -177,6 +193,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& ar
       out.control_token_file.empty()) {
     return absl::InvalidArgumentError(
         "control on TCP needs control_token_file (the service refuses every call without it)");
+  }
+  if (out.hard && out.timeout_given) {
+    return absl::InvalidArgumentError(
+        "hard and timeout= exclude each other: a hard mount waits for the server forever");
   }
   if (positional.size() != 2) {
     return absl::InvalidArgumentError("expected exactly a source and a mountpoint");

@@ -34,6 +34,11 @@ struct MountOptions {
   std::chrono::nanoseconds entry_timeout = std::chrono::seconds(1);
   std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
   std::chrono::milliseconds connect_timeout{5000};
+  // timeout=S: a request the server has not answered S seconds after it reached ringfs-mount
+  // ends with ETIMEDOUT (NFS `soft,timeo=`); `hard`: never (NFS `hard`). See README.
+  std::chrono::milliseconds request_timeout{60000};
+  bool timeout_given = false;
+  bool hard = false;
   std::string log_level = "info";
   // Control plane: "" = the default Unix socket /run/ringfs/<escaped mountpoint>.sock,
   // "none" = no control service, else unix:PATH or HOST:PORT (TCP needs control_token_file).

@@ -54,6 +54,7 @@ class EntryRegistry {
     return id < capacity_ ? slots_[id].load(std::memory_order_acquire) : nullptr;
   }
   size_t payload_bytes() const { return payload_bytes_; }
+  size_t capacity() const { return capacity_; }
   size_t size() const { return next_id_.load(std::memory_order_acquire); }
 
  private:

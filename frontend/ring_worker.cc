@@ -85,9 +85,12 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   wake_fd_.Reset(eventfd(0, EFD_CLOEXEC));
   if (!wake_fd_.valid()) return ErrnoError(errno, "eventfd");
 
+  // Entries migrate, so this worker may come to hold every entry of the mount at once.
+  BackendConfig backend = backend_config_;
+  backend.max_inflight = static_cast<uint32_t>(shared_->registry.capacity());
   backend_ = std::make_unique<BackendChannel>(
-      backend_config_, &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
-  RETURN_IF_ERROR(backend_->Connect());
+      std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
+  backend_->Start();
 
   for (uint16_t qid : register_qids) {
     for (uint32_t i = 0; i < depth_; ++i) {
@@ -195,6 +198,7 @@ void RingWorker::Loop() {
       }
     }
     io_uring_cq_advance(&ring_, seen);
+    backend_->Deliver();
 
     ready.swap(ready_);
     for (RingEntry* entry : ready) Forward(entry);
@@ -392,27 +396,14 @@ void RingWorker::Forward(RingEntry* entry) {
   std::memcpy(&in, entry->header->in_out, sizeof(in));
   uint32_t payload_size = entry->header->ring_ent_in_out.payload_sz;
   // The ring splits a request into header / argument struct / payload; the wire wants the
-  // classic contiguous frame, so the three parts are gathered without copying.
-  fuse_in_header frame = in;
-  frame.len = static_cast<uint32_t>(sizeof(frame) + op->in_struct_size + payload_size);
-  iovec iov[3] = {{&frame, sizeof(frame)},
-                  {entry->header->op_in, op->in_struct_size},
-                  {entry->payload, payload_size}};
+  // classic contiguous frame, so the parts are gathered without copying.
+  iovec parts[2] = {{entry->header->op_in, op->in_struct_size}, {entry->payload, payload_size}};
   fuse::ReplyBounds bounds =
       fuse::SuccessReplyBounds(in.opcode, entry->header->op_in, op->in_struct_size);
   PendingReply reply{entry->id, in.opcode, entry->payload, shared_->registry.payload_bytes(),
                      bounds.min, bounds.max};
   bool background = entry->request_class == queue::RequestClass::kBackground;
-  absl::Status status = backend_->Send(in.unique, &reply, iov, 3);
-  if (!status.ok()) {
-    RINGFS_LOG_DEBUG("worker %d: %s failed: %s", cpu_, std::string(op->name),
-                     status.ToString());
-    if (background) {
-      if (auto next = limiter_.OnComplete()) ready_.push_back(shared_->registry.Get(*next));
-    }
-    CommitError(entry, EIO);
-    return;
-  }
+  backend_->Submit(reply, in, parts, 2, static_cast<uint64_t>(entry->received_ns));
   ++inflight_;
   entry->sent_ns = NowNs();
   WorkerStats::Add(stats_->forwarded);

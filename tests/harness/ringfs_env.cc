@@ -168,8 +168,14 @@ std::vector<std::string> RingfsEnv::MountArgv(const MountOptions& options,
         }
       }
     } else {
+      // The kernel lists the mount before ringfs-mount has proved it answers; its log line
+      // "mounted ..." comes after that proof, so a test that stops the server next does not
+      // race the mount's own probe.
       std::optional<MountEntry> e = FindMount(mount_dir_);
-      if (e && e->fstype == "fuse.ringfs") return ::testing::AssertionSuccess();
+      if (e && e->fstype == "fuse.ringfs" &&
+          ReadFileOrEmpty(launcher->log_path()).find("mounted ") != std::string::npos) {
+        return ::testing::AssertionSuccess();
+      }
       if (!launcher->Running()) {
         return ::testing::AssertionFailure()
                << "ringfs-mount " << DescribeWaitStatus(*launcher->WaitExit(milliseconds(0)))

@@ -1,0 +1,219 @@
+// A server that stops answering must never hang its callers: with timeout=S every request ends
+// within about S seconds (ETIMEDOUT), umount(8) returns, and a hard mount still lets a caller be
+// interrupted or killed (no D state). Both transports, real server and mount processes.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTimeoutSeconds = 2;
+// What "within timeout + 1 s" allows on a loaded 2-CPU VM: the deadline is checked every 100 ms.
+constexpr auto kLatest = seconds(kTimeoutSeconds) + milliseconds(1500);
+
+// The result of one call run on its own thread: errno (0 on success) and how long it took.
+struct Outcome {
+  int err = -1;
+  milliseconds took{0};
+};
+
+std::future<Outcome> Async(std::function<int()> call) {
+  return std::async(std::launch::async, [call = std::move(call)] {
+    auto start = Clock::now();
+    int err = call();
+    return Outcome{err, std::chrono::duration_cast<milliseconds>(Clock::now() - start)};
+  });
+}
+
+// The process state letter from /proc (R, S, D, Z, ...), or 0 when the process is gone.
+char ProcessState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  size_t paren = line.rfind(')');
+  return paren + 2 < line.size() ? line[paren + 2] : 0;
+}
+
+// Forks a child that reads `path` with O_DIRECT (so the READ reaches the server) and exits
+// with the read's errno (0 on success). SIGUSR1 is caught without SA_RESTART, so a read the
+// kernel interrupts returns EINTR.
+pid_t ForkReader(const std::string& path) {
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  struct sigaction action {};
+  action.sa_handler = [](int) {};
+  sigaction(SIGUSR1, &action, nullptr);
+  // Only async-signal-safe calls after fork() in a threaded parent: no malloc.
+  alignas(4096) static char buffer[4096];
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) _exit(errno & 0x7f);
+  ssize_t n = read(fd, buffer, sizeof(buffer));
+  _exit(n < 0 ? (errno & 0x7f) : 0);
+}
+
+// Waits for `pid` to exit; nullopt if it is still there after `limit`.
+std::optional<int> WaitChild(pid_t pid, milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return std::nullopt;
+}
+
+class StoppedServerTest : public MountedTest {
+ protected:
+  MountOptions Options() const override {
+    MountOptions o = MountedTest::Options();
+    o.extra = {"timeout=" + std::to_string(kTimeoutSeconds)};
+    return o;
+  }
+  void TearDown() override {
+    if (env_ && env_->server_process()) env_->server_process()->Signal(SIGCONT);
+    MountedTest::TearDown();
+  }
+};
+
+TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
+  ASSERT_EQ(WriteFile(Mnt("data"), std::string(8192, 'd')), 0);
+  int read_fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  int write_fd = ::open(Mnt("data").c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(read_fd, 0);
+  ASSERT_GE(write_fd, 0);
+  void* buffer = nullptr;
+  ASSERT_EQ(posix_memalign(&buffer, 4096, 4096), 0);
+  std::memset(buffer, 'w', 4096);
+
+  env_->server_process()->Signal(SIGSTOP);
+  auto reader = Async([&] { return RINGFS_ERRNO(::pread(read_fd, buffer, 4096, 0)); });
+  auto writer = Async([&] { return RINGFS_ERRNO(::pwrite(write_fd, buffer, 4096, 4096)); });
+  auto creator = Async([&] {
+    int fd = ::open(Mnt("new").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) ::close(fd);
+    return fd < 0 ? errno : 0;
+  });
+  for (auto* call : {&reader, &writer, &creator}) {
+    ASSERT_EQ(call->wait_for(seconds(15)), std::future_status::ready) << "a caller hangs";
+    Outcome outcome = call->get();
+    EXPECT_EQ(outcome.err, ETIMEDOUT) << ErrnoName(outcome.err);
+    EXPECT_LE(outcome.took, kLatest);
+    EXPECT_GE(outcome.took, seconds(kTimeoutSeconds) - milliseconds(200));
+  }
+
+  // Once the server runs again, the mount works: late replies were dropped, nothing got out of
+  // step.
+  env_->server_process()->Signal(SIGCONT);
+  EXPECT_EQ(PwriteAll(write_fd, buffer, 4096, 0), 0) << ErrnoName(errno);
+  char check[16] = {};
+  EXPECT_EQ(WriteFile(Mnt("after"), "after"), 0);
+  EXPECT_EQ(ReadFile(Mnt("after")), "after");
+  ::close(read_fd);
+  ::close(write_fd);
+  int fd = ::open(Exp("data").c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pread(fd, check, sizeof(check), 0), static_cast<ssize_t>(sizeof(check)));
+  EXPECT_EQ(std::string(check, sizeof(check)), std::string(sizeof(check), 'w'));
+  ::close(fd);
+  free(buffer);
+}
+
+TEST_P(StoppedServerTest, UmountReturnsWhileTheServerIsStopped) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  env_->server_process()->Signal(SIGSTOP);
+  auto start = Clock::now();
+  std::optional<int> status =
+      RunCommand({"/bin/umount", env_->mount_dir()}, env_->base() + "/umount.log", seconds(10));
+  ASSERT_TRUE(status.has_value()) << "umount hangs";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << DescribeWaitStatus(*status) << ReadFileOrEmpty(env_->base() + "/umount.log");
+  EXPECT_LE(Clock::now() - start, seconds(5));
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+  // The daemon notices the unmount and exits on its own.
+  EXPECT_TRUE(env_->mount_process()->WaitExit(seconds(10)).has_value());
+}
+
+TEST_P(StoppedServerTest, KilledServerFailsCallersWithinTheTimeout) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  env_->server_process()->Kill();
+  auto stat_call = Async([&] {
+    struct stat st {};
+    return RINGFS_ERRNO(::stat(Mnt("missing").c_str(), &st));
+  });
+  ASSERT_EQ(stat_call.wait_for(seconds(15)), std::future_status::ready);
+  Outcome outcome = stat_call.get();
+  EXPECT_EQ(outcome.err, ETIMEDOUT) << ErrnoName(outcome.err);
+  EXPECT_LE(outcome.took, kLatest);
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(StoppedServerTest);
+
+class HardMountTest : public MountedTest {
+ protected:
+  MountOptions Options() const override {
+    MountOptions o = MountedTest::Options();
+    o.extra = {"hard"};
+    return o;
+  }
+  void TearDown() override {
+    if (env_ && env_->server_process()) env_->server_process()->Signal(SIGCONT);
+    MountedTest::TearDown();
+  }
+};
+
+TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
+  ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
+  env_->server_process()->Signal(SIGSTOP);
+
+  pid_t patient = ForkReader(Mnt("data"));
+  pid_t interrupted = ForkReader(Mnt("data"));
+  pid_t killed = ForkReader(Mnt("data"));
+  std::this_thread::sleep_for(milliseconds(1500));
+  // A hard mount does not give up by itself.
+  for (pid_t pid : {patient, interrupted, killed}) {
+    char state = ProcessState(pid);
+    EXPECT_TRUE(state == 'S' || state == 'D') << pid << " is in state " << state;
+  }
+
+  ::kill(interrupted, SIGUSR1);
+  std::optional<int> status = WaitChild(interrupted, milliseconds(1500));
+  ASSERT_TRUE(status.has_value()) << "a signalled caller stays blocked";
+  EXPECT_TRUE(WIFEXITED(*status)) << DescribeWaitStatus(*status);
+  EXPECT_EQ(WEXITSTATUS(*status), EINTR);
+
+  ::kill(killed, SIGKILL);
+  status = WaitChild(killed, milliseconds(1500));
+  ASSERT_TRUE(status.has_value()) << "a killed caller stays in state " << ProcessState(killed);
+  EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
+
+  // The server comes back: the patient caller gets its data.
+  env_->server_process()->Signal(SIGCONT);
+  status = WaitChild(patient, seconds(10));
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+  EXPECT_EQ(ReadFile(Mnt("data")), std::string(4096, 'd'));
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(HardMountTest);
+
+}  // namespace
+}  // namespace ringfs::testing
