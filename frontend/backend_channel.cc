@@ -102,13 +102,22 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
 }
 
 BackendChannel::~BackendChannel() {
-  // A connect helper still running finishes on its own and closes what it opened.
+  // A connect helper still running finishes on its own and closes what it opened. A receive or
+  // send still in the kernel would use our buffers after we are gone: cancel them and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
+  for (Op op : {Op::kRecv, Op::kSend, Op::kTick}) {
+    io_uring_sync_cancel_reg cancel{};
+    cancel.addr = Tag(op);
+    cancel.flags = IORING_ASYNC_CANCEL_ALL;
+    cancel.timeout = {1, 0};
+    (void)io_uring_register_sync_cancel(ring_, &cancel);
+  }
 }
 
 uint64_t BackendChannel::Tag(Op op) const {
-  return (static_cast<uint64_t>(kind_) << 56) |
-         (static_cast<uint64_t>(generation_ & kGenerationMask) << 32) |
+  // The tick outlives connections: it carries no generation.
+  uint32_t generation = op == Op::kTick ? 0 : generation_ & kGenerationMask;
+  return (static_cast<uint64_t>(kind_) << 56) | (static_cast<uint64_t>(generation) << 32) |
          static_cast<uint32_t>(op);
 }
 
