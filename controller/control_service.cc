@@ -113,9 +113,11 @@ control::QueueState ReadQueueState(const QueueEngine& engine, const queue::Queue
     q->set_forwarded_background(Load(s.forwarded_background));
     q->set_handoffs_in(Load(s.handoffs_in));
     q->set_handoffs_out(Load(s.handoffs_out));
-    uint64_t errors = 0;
-    for (const auto& count : s.errors_by_errno) errors += Load(count);
-    q->set_errors(errors);
+    uint64_t with_errno = 0;
+    for (size_t err = 1; err < WorkerStats::kErrnos; ++err) with_errno += Load(s.replies_by_errno[err]);
+    q->set_errors(with_errno);
+    q->set_failures(s.TotalFailures());
+    q->set_interrupted(Load(s.interrupted));
     q->set_reconnects(Load(s.reconnects));
   }
   return state;

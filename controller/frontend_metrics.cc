@@ -193,8 +193,17 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     MetricFamily bytes =
         Family("ringfs_frontend_bytes_total", "Payload bytes sent to and received from the server",
                MetricType::Counter);
-    MetricFamily errors = Family("ringfs_frontend_errors_total", "Replies with an error, by errno",
-                                 MetricType::Counter);
+    MetricFamily replies =
+        Family("ringfs_frontend_replies_total",
+               "Answers to the kernel by errno (0 = success); most errors are expected ones",
+               MetricType::Counter);
+    MetricFamily failures =
+        Family("ringfs_frontend_failures_total",
+               "Answers that are failures of ringfs or the server, by reason", MetricType::Counter);
+    MetricFamily interrupted =
+        Family("ringfs_frontend_interrupted_total",
+               "Requests answered EINTR because the kernel interrupted the caller",
+               MetricType::Counter);
     MetricFamily local = Family("ringfs_frontend_local_answers_total",
                                 "Requests answered without the server (frontend/local_answer.h)",
                                 MetricType::Counter);
@@ -239,16 +248,24 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
       AddHistogram(rtt, {{"queue", queue}}, s.backend_rtt);
       AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Load(s.bytes_to_server));
       AddSample(bytes, {{"queue", queue}, {"direction", "from_server"}}, Load(s.bytes_from_server));
-      for (size_t err = 1; err < WorkerStats::kErrnos; ++err) {
-        double count = Load(s.errors_by_errno[err]);
+      for (size_t err = 0; err < WorkerStats::kErrnos; ++err) {
+        double count = Load(s.replies_by_errno[err]);
         if (count == 0) continue;
-        AddSample(errors, {{"queue", queue}, {"errno", ErrnoName(static_cast<int>(err))}}, count);
+        AddSample(replies,
+                  {{"queue", queue}, {"errno", err == 0 ? "0" : ErrnoName(static_cast<int>(err))}},
+                  count);
       }
+      // Every reason, zeros included, so rate() and alerts have a series from the start.
+      for (size_t reason = 0; reason < frontend::kFailureReasons; ++reason) {
+        AddSample(failures, {{"queue", queue}, {"reason", frontend::FailureReasonName(reason)}},
+                  Load(s.failures[reason]));
+      }
+      AddSample(interrupted, {{"queue", queue}}, Load(s.interrupted));
       AddSample(reconnects, {{"queue", queue}}, Load(s.reconnects));
       AddSample(local, {{"queue", queue}}, Load(s.answered_locally));
     }
-    for (MetricFamily* family : {&received, &requests, &inflight, &duration, &rtt, &bytes, &errors,
-                                 &reconnects, &local}) {
+    for (MetricFamily* family : {&received, &requests, &inflight, &duration, &rtt, &bytes,
+                                 &replies, &failures, &interrupted, &reconnects, &local}) {
       families.push_back(std::move(*family));
     }
     if (queue_engine) {

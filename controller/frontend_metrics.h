@@ -14,7 +14,12 @@
 //   ringfs_frontend_request_duration_seconds{queue,class}    histogram, kernel -> our commit
 //   ringfs_frontend_backend_rtt_seconds{queue}               histogram, server round trip
 //   ringfs_frontend_bytes_total{queue,direction=to_server|from_server}  counter
-//   ringfs_frontend_errors_total{queue,errno}                counter, errno = ENOENT...; non-zero
+//   ringfs_frontend_replies_total{queue,errno}               counter, every answer to the kernel;
+//                                                            errno = 0, ENOENT, ...; non-zero
+//   ringfs_frontend_failures_total{queue,reason}             counter, failures of ringfs or the
+//                                                            server: timeout, connection_lost,
+//                                                            invalid_reply, server_eio, bad_request
+//   ringfs_frontend_interrupted_total{queue}                 counter, answered EINTR on INTERRUPT
 //   ringfs_frontend_backend_reconnects_total{queue}          counter
 //   ringfs_frontend_kernel_max_background                    gauge (fusectl)
 //   ringfs_frontend_kernel_congestion_threshold              gauge (fusectl)

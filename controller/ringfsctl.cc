@@ -73,7 +73,7 @@ void PrintQueueTable(const control::QueueState& state, const control::QueueState
   double seconds = rates ? (state.timestamp_unix_ns() - previous->timestamp_unix_ns()) * 1e-9 : 0;
   printf("%3s %5s %4s %-8s %7s %8s %7s %7s %9s %10s %10s %9s %9s %8s %8s %6s%s\n", "QID", "OWNER",
          "NODE", "WORKER", "ENTRIES", "INFLIGHT", "BG_INFL", "BG_WAIT", "BG_LIMIT", "RECEIVED",
-         "FORWARDED", "FG", "BG", "HAND_IN", "HAND_OUT", "ERRORS", rates ? "   FWD/S" : "");
+         "FORWARDED", "FG", "BG", "HAND_IN", "HAND_OUT", "FAILURES", rates ? "   FWD/S" : "");
   for (int i = 0; i < state.queues_size(); ++i) {
     const control::QueueInfo& q = state.queues(i);
     std::string rate;
@@ -89,7 +89,7 @@ void PrintQueueTable(const control::QueueState& state, const control::QueueState
            q.qid(), q.owner_cpu(), q.numa_node(), worker.c_str(), q.entries_held(), q.inflight(),
            q.background_inflight(), q.background_queued(), LimitText(q.background_limit()).c_str(),
            q.received_total(), q.forwarded_total(), q.forwarded_foreground(),
-           q.forwarded_background(), q.handoffs_in(), q.handoffs_out(), q.errors(), rate.c_str());
+           q.forwarded_background(), q.handoffs_in(), q.handoffs_out(), q.failures(), rate.c_str());
   }
   printf("(* = in the active set)\n");
 }

@@ -156,7 +156,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   if (config_.interrupts != nullptr && config_.interrupts->Take(r.unique)) {
     // Interrupted before it got here: it never reaches the server.
     ++interrupted_;
-    Answer(reply.slot, -EINTR, 0);
+    Answer(reply.slot, -EINTR, 0, ReplyOrigin::kInterrupted);
     return;
   }
   r.stage = Stage::kWaiting;
@@ -345,6 +345,7 @@ void BackendChannel::FinishDrain() {
   if (mode_ == RecvMode::kDirect && current_slot_ != kOneWay) {
     // Part of its reply already overwrote the request's buffer: it cannot be sent again.
     records_[current_slot_]->end_error = EIO;
+    records_[current_slot_]->end_origin = ReplyOrigin::kConnectionLost;
   }
   fd_.Reset();
   ++generation_;
@@ -378,7 +379,7 @@ void BackendChannel::FinishDrain() {
     if (r.held) {
       Answer(*it, r.held_error, r.held_body);
     } else if (r.end_error != 0) {
-      Answer(*it, -r.end_error, 0);
+      Answer(*it, -r.end_error, 0, r.end_origin);
     } else {
       r.stage = Stage::kWaiting;
       waiting_.push_front(*it);
@@ -412,7 +413,7 @@ void BackendChannel::OnTick() {
       auto it = by_unique_.find(unique);
       if (it == by_unique_.end() || !config_.interrupts->Take(unique)) continue;
       ++interrupted_;
-      End(it->second, EINTR);
+      End(it->second, EINTR, ReplyOrigin::kInterrupted);
     }
   }
   if (config_.request_timeout.count() > 0 && live_ > 0) {
@@ -422,7 +423,7 @@ void BackendChannel::OnTick() {
       if (r == nullptr || r->stage == Stage::kFree || r->end_error != 0 || r->held) continue;
       if (r->deadline_ns != 0 && now >= r->deadline_ns) {
         ++expired;
-        End(slot, ETIMEDOUT);
+        End(slot, ETIMEDOUT, ReplyOrigin::kTimeout);
       }
     }
     if (expired > 0) {
@@ -445,12 +446,13 @@ bool BackendChannel::Busy(uint32_t slot) const {
   return mode_ == RecvMode::kDirect && current_slot_ == slot;
 }
 
-void BackendChannel::End(uint32_t slot, int err) {
+void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
   Record& r = *records_[slot];
   if (r.held || r.stage == Stage::kFree) return;  // answered already, or about to be
   if (Busy(slot)) {
     // Only a reset gets the buffers back from the kernel; the other requests are sent again.
     r.end_error = err;
+    r.end_origin = origin;
     Fail(absl::StrFormat("request %u must end (%s) while the socket still uses its buffers",
                          r.unique, std::strerror(err)));
     return;
@@ -472,10 +474,10 @@ void BackendChannel::End(uint32_t slot, int err) {
     case Stage::kFree:
       return;
   }
-  Answer(slot, -err, 0);
+  Answer(slot, -err, 0, origin);
 }
 
-void BackendChannel::Answer(uint32_t slot, int error, size_t body) {
+void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin origin) {
   Record& r = *records_[slot];
   r.stage = Stage::kFree;
   r.held = false;
@@ -486,7 +488,7 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body) {
   header.len = static_cast<uint32_t>(sizeof(header) + body);
   header.error = error;
   header.unique = r.unique;
-  answered_.push_back({slot, header, body});
+  answered_.push_back({slot, header, body, origin});
 }
 
 void BackendChannel::Deliver() {
@@ -494,7 +496,7 @@ void BackendChannel::Deliver() {
   // A sink may submit again while we iterate; it then appends to the emptied answered_.
   std::vector<Answered> batch;
   batch.swap(answered_);
-  for (const Answered& a : batch) sink_->OnReply(a.slot, a.header, a.body);
+  for (const Answered& a : batch) sink_->OnReply(a.slot, a.header, a.body, a.origin);
 }
 
 // ---- receiving ----
@@ -623,7 +625,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
                     config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
                     header.error, body);
     // This request fails; the stream can no longer be trusted, so the others are sent again.
-    End(slot, EIO);
+    End(slot, EIO, ReplyOrigin::kInvalidReply);
     Fail("invalid reply");
     return false;
   }

@@ -34,6 +34,7 @@
 #include "common/unique_fd.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
+#include "frontend/reply_origin.h"
 
 namespace ringfs::frontend {
 
@@ -82,10 +83,10 @@ struct PendingReply {
 class ReplySink {
  public:
   virtual ~ReplySink() = default;
-  // The request in `slot` is answered: header.error is 0 with the body in place, or an error
-  // (from the server; EIO for an invalid reply; ETIMEDOUT at the deadline; EINTR when the
-  // kernel interrupted it). The slot's buffers are the worker's again.
-  virtual void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) = 0;
+  // The request in `slot` is answered: header.error is 0 with the body in place, or an error.
+  // The slot's buffers are the worker's again.
+  virtual void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+                       ReplyOrigin origin) = 0;
 };
 
 class BackendChannel {
@@ -131,6 +132,7 @@ class BackendChannel {
     Stage stage = Stage::kFree;
     bool in_send = false;      // bytes of it are in the outstanding SENDMSG
     int end_error = 0;         // set: answer with this errno once its buffers are free
+    ReplyOrigin end_origin = ReplyOrigin::kServer;
     uint64_t unique = 0;
     uint64_t deadline_ns = 0;  // 0: none
     PendingReply reply;
@@ -150,6 +152,7 @@ class BackendChannel {
     uint32_t slot;
     fuse_out_header header;
     size_t body;
+    ReplyOrigin origin;
   };
   struct ConnectAttempt;
   static constexpr uint32_t kOneWay = ~0u;
@@ -173,8 +176,8 @@ class BackendChannel {
   size_t TakeTrailers();
   // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
   // when a SENDMSG or receive holds them, resets the connection to get them back.
-  void End(uint32_t slot, int err);
-  void Answer(uint32_t slot, int error, size_t body);
+  void End(uint32_t slot, int err, ReplyOrigin origin);
+  void Answer(uint32_t slot, int error, size_t body, ReplyOrigin origin = ReplyOrigin::kServer);
   bool Busy(uint32_t slot) const;
   uint32_t window() const;
 

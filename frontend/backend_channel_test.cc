@@ -87,6 +87,7 @@ void WriteReply(int fd, uint64_t unique, int error, const std::string& body) {
 struct Answer {
   fuse_out_header header;
   size_t body_size;
+  ReplyOrigin origin;
 };
 
 class Harness : public ReplySink {
@@ -112,8 +113,9 @@ class Harness : public ReplySink {
     channel_.reset();
     io_uring_queue_exit(&ring_);
   }
-  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override {
-    answers_[slot] = {header, body_size};
+  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+               ReplyOrigin origin) override {
+    answers_[slot] = {header, body_size, origin};
   }
   // Submits a request whose reply may have [min, max] body bytes, into buffer `slot`.
   void Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max,
@@ -221,7 +223,9 @@ TEST(BackendChannelTest, InvalidReplyFailsThatRequestAndTheOthersAreSentAgain) {
   h.Send(1, FUSE_READ, 2, 0, 4096);
   h.WaitForAnswers(2);
   EXPECT_EQ(h.answers_[0].header.error, -EIO);
+  EXPECT_EQ(h.answers_[0].origin, ReplyOrigin::kInvalidReply);
   EXPECT_EQ(h.answers_[1].header.error, 0);
+  EXPECT_EQ(h.answers_[1].origin, ReplyOrigin::kServer);
   EXPECT_EQ(h.answers_[1].body_size, 10u);
   EXPECT_EQ(h.channel().reconnects(), 1u);
 }
@@ -293,6 +297,7 @@ TEST(BackendChannelTest, SilentServerEndsRequestsAtTheDeadlineAndLateRepliesAreD
   h.WaitForAnswers(1);
   auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(h.answers_[0].header.error, -ETIMEDOUT);
+  EXPECT_EQ(h.answers_[0].origin, ReplyOrigin::kTimeout);
   EXPECT_GE(took, milliseconds(450));
   EXPECT_LT(took, milliseconds(1500));
   EXPECT_EQ(h.buffers_[0][0], 0) << "the late reply must not land in a returned buffer";
@@ -325,6 +330,7 @@ TEST(BackendChannelTest, InterruptAnswersEintrAndTheLateReplyIsDropped) {
   auto start = std::chrono::steady_clock::now();
   h.WaitForAnswers(1);
   EXPECT_EQ(h.answers_[0].header.error, -EINTR);
+  EXPECT_EQ(h.answers_[0].origin, ReplyOrigin::kInterrupted);
   EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(500));
   release = true;
   h.Send(1, FUSE_LOOKUP, 42, 128, 128);

@@ -125,9 +125,8 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
   fuse_out_header error{sizeof(fuse_out_header), 0, in.unique};
   if (in.len != static_cast<uint32_t>(res)) {
-    stats_->Add(stats_->errors);
     error.error = -EIO;
-    WriteReply(slot, error, 0);
+    WriteReply(slot, error, 0, ReplyOrigin::kBadRequest);
     return;
   }
   if (in.opcode == FUSE_INTERRUPT) {
@@ -150,8 +149,7 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   if (!op || !op->forwarded) {
     // DESTROY comes at unmount for some mounts and only needs an empty success.
     error.error = in.opcode == FUSE_DESTROY ? 0 : -ENOSYS;
-    if (error.error != 0) stats_->Add(stats_->errors);
-    WriteReply(slot, error, 0);
+    WriteReply(slot, error, 0, ReplyOrigin::kLocal);
     return;
   }
   size_t struct_size = std::min<size_t>(op->in_struct_size, in.len - sizeof(in));
@@ -164,7 +162,7 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     stats_->Add(stats_->answered_locally);
     fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + local->body_size),
                            -local->error, in.unique};
-    WriteReply(slot, header, local->body_size);
+    WriteReply(slot, header, local->body_size, ReplyOrigin::kLocal);
     return;
   }
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
@@ -185,16 +183,18 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   WorkerStats::Set(stats_->inflight, ++inflight_);
 }
 
-void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+                            ReplyOrigin origin) {
   if (inflight_ > 0) WorkerStats::Set(stats_->inflight, --inflight_);
   if (slot < slot_times_.size() && slot_times_[slot].sent_ns != 0) {
     stats_->backend_rtt.Observe(MonotonicNs() - slot_times_[slot].sent_ns);
   }
   stats_->Add(stats_->bytes_from_server, body_size);
-  WriteReply(slot, header, body_size);
+  WriteReply(slot, header, body_size, origin);
 }
 
-void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+                               ReplyOrigin origin) {
   char* buffer = buffers_ + slot * config_.buffer_bytes;
   std::memcpy(buffer, &header, sizeof(header));
   ssize_t written = write(config_.fuse_fd.get(), buffer, sizeof(header) + body_size);
@@ -204,9 +204,7 @@ void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, siz
                     std::strerror(errno));
   }
   stats_->Add(stats_->replies);
-  if (header.error < 0 && -header.error < static_cast<int>(WorkerStats::kErrnos)) {
-    stats_->Add(stats_->errors_by_errno[-header.error]);
-  }
+  stats_->CountReply(header.error, origin);
   if (slot < slot_times_.size() && slot_times_[slot].received_ns != 0) {
     const SlotTimes& times = slot_times_[slot];
     stats_->request_duration[times.background ? 1 : 0].Observe(MonotonicNs() - times.received_ns);

@@ -39,14 +39,16 @@ class DevFuseWorker : public ReplySink {
   bool finished() const { return finished_.load(std::memory_order_acquire); }
   int cpu() const { return config_.cpu; }
 
-  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override;
+  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+               ReplyOrigin origin) override;
 
  private:
   absl::Status Setup();
   void Loop();
   void PostRead(uint32_t slot);
   void OnRead(uint32_t slot, int res);
-  void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size);
+  void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+                  ReplyOrigin origin);
 
   DevFuseWorkerConfig config_;
   WorkerStats* stats_;

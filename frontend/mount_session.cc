@@ -276,13 +276,13 @@ void MountSession::WriteStats() const {
     ring += s->ring_requests.load(std::memory_order_relaxed);
     devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
     forgets += s->forgets.load(std::memory_order_relaxed);
-    errors += s->errors.load(std::memory_order_relaxed);
+    errors += s->TotalFailures();
     replies += s->replies.load(std::memory_order_relaxed);
     local += s->answered_locally.load(std::memory_order_relaxed);
   }
   // INIT was read before any worker existed; count it so devfuse_requests is complete.
   std::string text = absl::StrFormat(
-      "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nerrors=%u\n"
+      "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\n",
       init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies, local,
       engine_ ? engine_->topology().size() : devfuse_workers_.size());

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "frontend/queue/request_class.h"
+#include "frontend/reply_origin.h"
 #include "proto/fuse_abi.h"
 
 namespace ringfs::frontend {
@@ -34,6 +35,7 @@ struct RingEntry {
   int origin_cpu = -1;     // the worker whose ring delivered the request
   int64_t received_ns = 0;  // when the request reached us (for latency)
   int64_t sent_ns = 0;      // when it went to the server
+  ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer being committed
 };
 
 class EntryRegistry {

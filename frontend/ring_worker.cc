@@ -287,11 +287,11 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
     entry->request_class = queue::RequestClass::kForeground;  // until classified below
     std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
     if (!op || !op->forwarded) {
-      CommitError(entry, ENOSYS);
+      CommitError(entry, ENOSYS, ReplyOrigin::kLocal);
       return;
     }
     if (entry->header->ring_ent_in_out.payload_sz > shared_->registry.payload_bytes()) {
-      CommitError(entry, EIO);
+      CommitError(entry, EIO, ReplyOrigin::kBadRequest);
       return;
     }
     // Classified first: the commit's latency histogram is chosen by class, local answers too.
@@ -412,8 +412,10 @@ void RingWorker::Forward(RingEntry* entry) {
   WorkerStats::Add(stats_->bytes_to_server, op->in_struct_size + payload_size);
 }
 
-void RingWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
+void RingWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+                         ReplyOrigin origin) {
   RingEntry* entry = shared_->registry.Get(slot);
+  entry->reply_origin = origin;
   std::memcpy(entry->header->in_out, &header, sizeof(header));
   entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
   if (inflight_ > 0) --inflight_;
@@ -441,9 +443,7 @@ void RingWorker::Commit(RingEntry* entry) {
   WorkerStats::Add(stats_->replies);
   fuse_out_header out;
   std::memcpy(&out, entry->header->in_out, sizeof(out));
-  if (out.error < 0 && -out.error < static_cast<int>(WorkerStats::kErrnos)) {
-    WorkerStats::Add(stats_->errors_by_errno[-out.error]);
-  }
+  stats_->CountReply(out.error, entry->reply_origin);
   if (entry->received_ns != 0) {
     bool background = entry->request_class == queue::RequestClass::kBackground;
     stats_->request_duration[background ? 1 : 0].Observe(NowNs() - entry->received_ns);
@@ -451,10 +451,10 @@ void RingWorker::Commit(RingEntry* entry) {
   SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
 }
 
-// A local answer is a designed reply (FLUSH's ENOSYS included), not a failure: it is not
-// counted in `errors`.
+// A local answer is a designed reply (FLUSH's ENOSYS included), not a failure.
 void RingWorker::CommitLocal(RingEntry* entry, const LocalAnswer& answer) {
   WorkerStats::Add(stats_->answered_locally);
+  entry->reply_origin = ReplyOrigin::kLocal;
   fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + answer.body_size),
                          -answer.error, entry->unique};
   std::memcpy(entry->header->in_out, &header, sizeof(header));
@@ -462,11 +462,11 @@ void RingWorker::CommitLocal(RingEntry* entry, const LocalAnswer& answer) {
   Commit(entry);
 }
 
-void RingWorker::CommitError(RingEntry* entry, int err) {
+void RingWorker::CommitError(RingEntry* entry, int err, ReplyOrigin origin) {
   fuse_out_header header{sizeof(fuse_out_header), -err, entry->unique};
   std::memcpy(entry->header->in_out, &header, sizeof(header));
   entry->header->ring_ent_in_out.payload_sz = 0;
-  WorkerStats::Add(stats_->errors);
+  entry->reply_origin = origin;
   Commit(entry);
 }
 

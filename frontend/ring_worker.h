@@ -48,7 +48,8 @@ class RingWorker : public ReplySink {
   bool running() const { return running_.load(std::memory_order_acquire); }
   void Join();
 
-  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size) override;
+  void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
+               ReplyOrigin origin) override;
 
  private:
   absl::Status Setup(std::vector<uint16_t> register_qids);
@@ -64,7 +65,7 @@ class RingWorker : public ReplySink {
   void Forward(RingEntry* entry);
   void Complete(RingEntry* entry);
   void Commit(RingEntry* entry);
-  void CommitError(RingEntry* entry, int err);
+  void CommitError(RingEntry* entry, int err, ReplyOrigin origin);
   void CommitLocal(RingEntry* entry, const LocalAnswer& answer);
   void HandOff(RingEntry* entry, int target_index, HandoffKind kind);
   void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);

@@ -3,13 +3,32 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <iterator>
 #include <memory>
 
+#include "frontend/reply_origin.h"
+
 namespace ringfs::frontend {
 
 enum class WorkerState : uint32_t { kStopped = 0, kActive = 1, kRetiring = 2 };
+
+// Why ringfs could not give the caller the server's answer (or the server failed).
+enum class FailureReason : uint32_t {
+  kTimeout = 0,         // ETIMEDOUT: no reply within timeout=
+  kConnectionLost = 1,  // EIO: the connection died while the reply was arriving
+  kInvalidReply = 2,    // EIO: the server's reply broke the wire rules
+  kServerIo = 3,        // EIO from the server itself
+  kBadRequest = 4,      // EIO: a kernel request ringfs could not take (length, size)
+};
+inline constexpr size_t kFailureReasons = 5;
+inline const char* FailureReasonName(size_t reason) {
+  static constexpr const char* kNames[kFailureReasons] = {"timeout", "connection_lost",
+                                                          "invalid_reply", "server_eio",
+                                                          "bad_request"};
+  return reason < kFailureReasons ? kNames[reason] : "unknown";
+}
 
 // A fixed-bucket latency histogram: one writer (the worker), readers at scrape time. Buckets
 // span 10 µs … 10 s, which covers a loopback round trip up to a server stall.
@@ -44,7 +63,7 @@ struct WorkerStats {
   std::atomic<uint64_t> forgets{0};
   std::atomic<uint64_t> replies{0};     // answers committed/written back to the kernel
   std::atomic<uint64_t> answered_locally{0};  // of those, without the server (local_answer.h)
-  std::atomic<uint64_t> errors{0};      // answers with error != 0 that ringfs itself produced
+  std::atomic<uint64_t> interrupted{0};  // answered EINTR because the kernel interrupted them
   std::atomic<uint64_t> reconnects{0};
 
   // Queue-engine counters (ring transport).
@@ -70,13 +89,49 @@ struct WorkerStats {
   std::atomic<uint64_t> forwarded_by_op[2][kOpcodes] = {};
   std::atomic<uint64_t> bytes_to_server{0};    // request payloads (WRITE data, names)
   std::atomic<uint64_t> bytes_from_server{0};  // reply bodies
-  // Replies with an error, by errno (1..511), whoever produced them.
+  // Every answer to the kernel by errno (0: success; 1..511), whoever produced it: most errors
+  // are ones the caller expects (ENOENT of a LOOKUP, ENODATA of a GETXATTR, EEXIST, ...).
   static constexpr size_t kErrnos = 512;
-  std::atomic<uint64_t> errors_by_errno[kErrnos] = {};
+  std::atomic<uint64_t> replies_by_errno[kErrnos] = {};
+  // Answers that are failures of ringfs or the server, by reason: what operators alert on.
+  std::atomic<uint64_t> failures[kFailureReasons] = {};
 
   const size_t queues;
   // Requests whose ring completion arrived at this worker, by kernel qid.
   std::unique_ptr<std::atomic<uint64_t>[]> received_by_qid;
+
+  uint64_t TotalFailures() const {
+    uint64_t total = 0;
+    for (const auto& count : failures) total += count.load(std::memory_order_relaxed);
+    return total;
+  }
+  // Counts one answer to the kernel: by errno, and as a failure where it is one.
+  void CountReply(int error, ReplyOrigin origin) {
+    int err = error < 0 ? -error : error;
+    if (static_cast<size_t>(err) < kErrnos) Add(replies_by_errno[err]);
+    switch (origin) {
+      case ReplyOrigin::kServer:
+        if (err == EIO) Add(failures[static_cast<size_t>(FailureReason::kServerIo)]);
+        break;
+      case ReplyOrigin::kTimeout:
+        Add(failures[static_cast<size_t>(FailureReason::kTimeout)]);
+        break;
+      case ReplyOrigin::kInterrupted:
+        Add(interrupted);
+        break;
+      case ReplyOrigin::kInvalidReply:
+        Add(failures[static_cast<size_t>(FailureReason::kInvalidReply)]);
+        break;
+      case ReplyOrigin::kConnectionLost:
+        Add(failures[static_cast<size_t>(FailureReason::kConnectionLost)]);
+        break;
+      case ReplyOrigin::kBadRequest:
+        Add(failures[static_cast<size_t>(FailureReason::kBadRequest)]);
+        break;
+      case ReplyOrigin::kLocal:
+        break;
+    }
+  }
 
   static void Add(std::atomic<uint64_t>& counter, uint64_t n = 1) {
     counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);

@@ -271,6 +271,19 @@ TEST_F(PrometheusTest, PerQueueSeriesAndChangedSettingsReachPrometheus) {
   EXPECT_EQ(Query("ringfs_frontend_local_answers_total").size(), 2u);
   EXPECT_TRUE(WaitFor("sum(ringfs_frontend_local_answers_total) > 0"));
 
+  // Expected errors are replies with an errno, not failures (regression: 50 stats of missing
+  // names used to count as 50 errors).
+  for (int i = 0; i < 50; ++i) {
+    struct stat st {};
+    ASSERT_NE(::stat(env_->Mnt("missing-" + std::to_string(i)).c_str(), &st), 0);
+  }
+  ASSERT_TRUE(WaitFor("sum(ringfs_frontend_replies_total{errno=\"ENOENT\"}) >= 50"));
+  EXPECT_FALSE(Query("ringfs_frontend_replies_total{errno=\"0\"}").empty());
+  EXPECT_EQ(Query("ringfs_frontend_failures_total").size(), 2u * 5) << "every queue and reason";
+  EXPECT_TRUE(Query("sum(ringfs_frontend_failures_total) > 0").empty())
+      << "a missing name is not a failure";
+  EXPECT_EQ(Query("ringfs_frontend_interrupted_total").size(), 2u);
+
   // The server's endpoint, scraped as job ringfs-server: it served the workload's writes.
   ASSERT_TRUE(WaitFor("up{job=\"ringfs-server\"} == 1"))
       << ringfs::testing::ReadFileOrEmpty(prom_dir_ + "/prometheus.log");

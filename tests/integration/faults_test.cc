@@ -81,6 +81,16 @@ std::optional<int> WaitChild(pid_t pid, milliseconds limit) {
   return std::nullopt;
 }
 
+// Waits (3 s) until the stats file's `key` is at least `at_least`.
+bool WaitForStat(RingfsEnv* env, const std::string& key, uint64_t at_least) {
+  auto deadline = Clock::now() + seconds(3);
+  while (Clock::now() < deadline) {
+    if (StatNumber(env->ReadStats(), key).value_or(0) >= at_least) return true;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  return false;
+}
+
 class StoppedServerTest : public MountedTest {
  protected:
   MountOptions Options() const override {
@@ -119,6 +129,9 @@ TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
     EXPECT_LE(outcome.took, kLatest);
     EXPECT_GE(outcome.took, seconds(kTimeoutSeconds) - milliseconds(200));
   }
+
+  // Counted as failures (reason timeout) for the operator; the stats file has the total.
+  EXPECT_TRUE(WaitForStat(env_.get(), "failures", 3));
 
   // Once the server runs again, the mount works: late replies were dropped, nothing got out of
   // step.

@@ -181,7 +181,7 @@ TEST_F(TransportStatsTest, UringServesRequestsFromRingCompletions) {
   const uint64_t non_forget = *devfuse - std::min(*devfuse, *forgets);
   EXPECT_LE(non_forget, 8u) << dump;
   EXPECT_LE(*devfuse * 20, *ring) << dump;
-  EXPECT_EQ(StatNumber(stats, "errors").value_or(0), 0u) << dump;
+  EXPECT_EQ(StatNumber(stats, "failures").value_or(0), 0u) << dump;
 }
 
 TEST_F(TransportStatsTest, ClassicUsesNoRing) {
