@@ -364,15 +364,15 @@ class Client {
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    printf("%s", CtlUsage().c_str());
-    return kExitOk;
-  }
   absl::StatusOr<CtlCommand> command = ParseCtlArgs(args);
   if (!command.ok()) {
     fprintf(stderr, "ringfsctl: %s\n%s", std::string(command.status().message()).c_str(),
             CtlUsage().c_str());
     return kExitUsage;
+  }
+  if (command->help) {
+    printf("%s", CtlUsage().c_str());
+    return kExitOk;
   }
   absl::StatusOr<Endpoint> endpoint = ResolveTarget(*command);
   if (!endpoint.ok()) {

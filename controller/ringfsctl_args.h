@@ -40,6 +40,7 @@ struct CtlCommand {
   std::string control;     // --control ADDR; wins over `target`
   std::string token_file;  // --token-file F
   bool json = false;       // --json
+  bool help = false;       // --help or -h: print CtlUsage(); nothing else is parsed
   std::string target;      // MOUNTPOINT or ADDR
   CtlVerb verb = CtlVerb::kQueues;
 
@@ -58,7 +59,9 @@ struct CtlCommand {
   admin::DrainRequest drain;
 };
 
-// `args` without argv[0]. InvalidArgument says what is wrong (print it with CtlUsage()).
+// `args` without argv[0]. The global options (--control, --token-file, --json, --help) may stand
+// anywhere: before the target, between it and the command, or among the command's options.
+// InvalidArgument says what is wrong (print it with CtlUsage()).
 absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args);
 
 std::string CtlUsage();
