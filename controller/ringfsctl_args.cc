@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "controller/control_endpoint.h"
 #include "frontend/queue/queue_config.h"
 
 namespace ringfs::controller {
@@ -345,13 +346,13 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& all_args
   return command;
 }
 
-absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
-  if (IsServerVerb(command.verb)) return ParseAddress(command.admin);
-  if (!command.control.empty()) return ParseAddress(command.control);
+absl::StatusOr<rpc::Endpoint> ResolveTarget(const CtlCommand& command) {
+  if (IsServerVerb(command.verb)) return rpc::ParseAddress(command.admin);
+  if (!command.control.empty()) return rpc::ParseAddress(command.control);
   const std::string& target = command.target;
-  if (target.rfind("unix:", 0) == 0) return ParseAddress(target);
+  if (target.rfind("unix:", 0) == 0) return rpc::ParseAddress(target);
   if (target.front() != '/' && target.front() != '.' && target.find(':') != std::string::npos) {
-    return ParseAddress(target);
+    return rpc::ParseAddress(target);
   }
   // A mountpoint: resolved like ringfs-mount resolves it before naming its socket, except that
   // the mountpoint itself is never looked up: that would ask the FUSE daemon, and ringfsctl
@@ -361,7 +362,7 @@ absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
   size_t slash = path.rfind('/');
   std::string parent = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (path == "/") return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath("/")};
+  if (path == "/") return rpc::Endpoint{rpc::Endpoint::Kind::kUnix, DefaultSocketPath("/")};
   if (base == "." || base == "..") {
     parent = path;  // nothing lexical to keep: resolve the whole path
     base.clear();
@@ -372,7 +373,7 @@ absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
   }
   std::string mountpoint = resolved;
   if (!base.empty()) mountpoint += (mountpoint == "/" ? "" : "/") + base;
-  return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
+  return rpc::Endpoint{rpc::Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
 }
 
 std::string CtlUsage() {

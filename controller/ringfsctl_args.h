@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "proto/admin.pb.h"
 #include "proto/control.pb.h"
 
@@ -68,6 +68,6 @@ std::string CtlUsage();
 
 // The endpoint a command talks to: --control/--admin, an ADDR (unix:PATH, HOST:PORT), or a
 // mountpoint, which names its default socket /run/ringfs/<escaped>.sock.
-absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command);
+absl::StatusOr<rpc::Endpoint> ResolveTarget(const CtlCommand& command);
 
 }  // namespace ringfs::controller

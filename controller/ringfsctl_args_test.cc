@@ -24,7 +24,7 @@ TEST(RingfsctlArgsTest, ControlReplacesTheTarget) {
   EXPECT_EQ(c->verb, CtlVerb::kInfo);
   auto endpoint = ResolveTarget(*c);
   ASSERT_TRUE(endpoint.ok());
-  EXPECT_EQ(endpoint->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(endpoint->kind, rpc::Endpoint::Kind::kTcp);
 }
 
 // Regression: `ringfsctl MNT queues --json` was refused ("unknown option --json").

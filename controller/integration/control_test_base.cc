@@ -17,7 +17,7 @@
 #include <cstring>
 #include <thread>
 
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "tests/harness/fs_util.h"
 #include "tests/harness/system.h"
 
@@ -175,7 +175,7 @@ std::unique_ptr<control::QueueControl::Stub> ControlTest::NewStub() const {
 }
 
 void ControlTest::Authorize(grpc::ClientContext* context) const {
-  if (!token_.empty()) context->AddMetadata("authorization", BearerValue(token_));
+  if (!token_.empty()) context->AddMetadata("authorization", rpc::BearerValue(token_));
 }
 
 CommandResult ControlTest::Ctl(const std::vector<std::string>& args) const {
