@@ -13,9 +13,10 @@
 
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/rpc/grpc_serving.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "controller/grpc_serving.h"
+#include "controller/control_endpoint.h"
 
 namespace ringfs::controller {
 namespace {
@@ -25,12 +26,12 @@ constexpr auto kShutdownGrace = std::chrono::seconds(2);
 
 
 // The TCP rule: no token, no service.
-absl::StatusOr<std::string> TcpToken(const Endpoint& endpoint, const std::string& token_file) {
+absl::StatusOr<std::string> TcpToken(const rpc::Endpoint& endpoint, const std::string& token_file) {
   if (token_file.empty()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("control=%s (TCP) needs control_token_file=FILE", endpoint.address));
   }
-  return ReadTokenFile(token_file);
+  return rpc::ReadTokenFile(token_file);
 }
 
 }  // namespace
@@ -47,12 +48,12 @@ absl::Status ControlServer::PrepareUnixPath(const std::string& path) {
     }
   }
   // A socket left behind by a mount that died without Stop() is replaced.
-  return ClaimUnixSocketPath(path, "control");
+  return rpc::ClaimUnixSocketPath(path, "control");
 }
 
 absl::Status ControlServer::CheckOptions(const ControlServerOptions& options) {
-  ASSIGN_OR_RETURN(Endpoint endpoint, ParseControlOption(options.control, options.mountpoint));
-  if (endpoint.kind == Endpoint::Kind::kTcp) {
+  ASSIGN_OR_RETURN(rpc::Endpoint endpoint, ParseControlOption(options.control, options.mountpoint));
+  if (endpoint.kind == rpc::Endpoint::Kind::kTcp) {
     RETURN_IF_ERROR(TcpToken(endpoint, options.token_file).status());
   }
   return absl::OkStatus();
@@ -60,12 +61,12 @@ absl::Status ControlServer::CheckOptions(const ControlServerOptions& options) {
 
 absl::Status ControlServer::Start() {
   ASSIGN_OR_RETURN(endpoint_, ParseControlOption(options_.control, options_.mountpoint));
-  if (endpoint_.kind == Endpoint::Kind::kNone) {
+  if (endpoint_.kind == rpc::Endpoint::Kind::kNone) {
     RINGFS_LOG_INFO("control service off (control=none)");
     return absl::OkStatus();
   }
   std::string token;
-  if (endpoint_.kind == Endpoint::Kind::kTcp) {
+  if (endpoint_.kind == rpc::Endpoint::Kind::kTcp) {
     ASSIGN_OR_RETURN(token, TcpToken(endpoint_, options_.token_file));
   } else {
     RETURN_IF_ERROR(PrepareUnixPath(endpoint_.address));
@@ -75,23 +76,24 @@ absl::Status ControlServer::Start() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(endpoint_.GrpcAddress(), grpc::InsecureServerCredentials(),
-                           endpoint_.kind == Endpoint::Kind::kTcp ? &bound_port : nullptr);
+                           endpoint_.kind == rpc::Endpoint::Kind::kTcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
   // Only the main thread creates files at this point (StartGrpcServer's umask).
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      StartGrpcServer(builder, endpoint_, "control");
+      rpc::StartGrpcServer(builder, endpoint_, "control");
   if (!server.ok()) {
     service_.reset();
-    if (endpoint_.kind == Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
+    if (endpoint_.kind == rpc::Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
     return server.status();
   }
   server_ = *std::move(server);
-  if (endpoint_.kind == Endpoint::Kind::kTcp) {
+  if (endpoint_.kind == rpc::Endpoint::Kind::kTcp) {
     std::string host = endpoint_.address.substr(0, endpoint_.address.rfind(':'));
     endpoint_.address = absl::StrFormat("%s:%d", host, bound_port);
   }
-  RINGFS_LOG_INFO("control service on %s%s", endpoint_.ToString(),
-                  endpoint_.kind == Endpoint::Kind::kTcp ? " (token required)" : " (mode 0600)");
+  RINGFS_LOG_INFO(
+      "control service on %s%s", endpoint_.ToString(),
+      endpoint_.kind == rpc::Endpoint::Kind::kTcp ? " (token required)" : " (mode 0600)");
   return absl::OkStatus();
 }
 
@@ -102,7 +104,7 @@ void ControlServer::Stop() {
   server_->Wait();
   server_.reset();
   service_.reset();
-  if (endpoint_.kind == Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
+  if (endpoint_.kind == rpc::Endpoint::Kind::kUnix) unlink(endpoint_.address.c_str());
   RINGFS_LOG_INFO("control service on %s stopped", endpoint_.ToString());
 }
 

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/rpc/endpoint.h"
 #include "controller/control_service.h"
-#include "controller/endpoint.h"
 #include "frontend/mount_session.h"
 
 namespace ringfs::controller {
@@ -46,7 +46,7 @@ class ControlServer {
 
   frontend::MountSession* const session_;
   const ControlServerOptions options_;
-  Endpoint endpoint_;
+  rpc::Endpoint endpoint_;
   std::unique_ptr<ControlService> service_;
   std::unique_ptr<grpc::Server> server_;
 };

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "common/rpc/endpoint.h"
+#include "common/rpc/grpc_serving.h"
+#include "common/rpc/rpc_status.h"
 #include "common/status.h"
-#include "controller/endpoint.h"
-#include "controller/grpc_serving.h"
 #include "controller/fuse_flag_names.h"
-#include "controller/rpc_status.h"
 #include "frontend/fusectl.h"
 #include "frontend/queue/ownership.h"
 
@@ -126,12 +126,12 @@ control::QueueState ReadQueueState(const QueueEngine& engine, const queue::Queue
 }  // namespace
 
 ControlService::ControlService(frontend::MountSession* session, std::string token)
-    : session_(session), expected_authorization_(token.empty() ? "" : BearerValue(token)) {}
+    : session_(session), expected_authorization_(token.empty() ? "" : rpc::BearerValue(token)) {}
 
 void ControlService::Shutdown() { shut_down_.store(true); }
 
 absl::Status ControlService::Authorize(const grpc::ServerContext& context) const {
-  return CheckBearer(context, expected_authorization_);
+  return rpc::CheckBearer(context, expected_authorization_);
 }
 
 template <typename Body>
@@ -139,7 +139,7 @@ grpc::Status ControlService::Serve(grpc::ServerContext* context, Body&& body) {
   absl::Status status = shut_down_.load() ? absl::UnavailableError("the mount is shutting down")
                                           : Authorize(*context);
   if (status.ok()) status = body();
-  return ToGrpcStatus(status);
+  return rpc::ToGrpcStatus(status);
 }
 
 absl::StatusOr<QueueEngine*> ControlService::Engine() {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
 #include "common/log.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "frontend/fusectl.h"
 
 namespace ringfs::controller {
@@ -286,8 +286,8 @@ FrontendMetrics::~FrontendMetrics() { Stop(); }
 
 absl::Status FrontendMetrics::CheckAddress(const std::string& address) {
   if (address.empty()) return absl::OkStatus();
-  absl::StatusOr<Endpoint> endpoint = ParseAddress(address);
-  if (!endpoint.ok() || endpoint->kind != Endpoint::Kind::kTcp) {
+  absl::StatusOr<rpc::Endpoint> endpoint = rpc::ParseAddress(address);
+  if (!endpoint.ok() || endpoint->kind != rpc::Endpoint::Kind::kTcp) {
     return absl::InvalidArgumentError(absl::StrFormat("metrics=%s: expected HOST:PORT", address));
   }
   return absl::OkStatus();

@@ -35,7 +35,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "controller/metrics_endpoint.h"
+#include "common/rpc/metrics_endpoint.h"
 #include "frontend/mount_session.h"
 
 namespace prometheus {
@@ -64,7 +64,7 @@ class FrontendMetrics {
 
   frontend::MountSession* const session_;
   std::string address_;
-  MetricsEndpoint endpoint_;
+  rpc::MetricsEndpoint endpoint_;
 };
 
 }  // namespace ringfs::controller

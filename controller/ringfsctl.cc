@@ -21,7 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "controller/ringfsctl_args.h"
 #include "proto/admin.grpc.pb.h"
 #include "proto/control.grpc.pb.h"
@@ -144,19 +144,20 @@ int ProbeUnixSocket(const std::string& path) {
 
 class Client {
  public:
-  Client(const CtlCommand& command, Endpoint endpoint, std::string token)
+  Client(const CtlCommand& command, rpc::Endpoint endpoint, std::string token)
       : command_(command), endpoint_(std::move(endpoint)), token_(std::move(token)) {}
 
   // Exit code 1 with a clear message when nothing answers there.
   int Connect() {
-    if (endpoint_.kind == Endpoint::Kind::kUnix && access(endpoint_.address.c_str(), F_OK) != 0) {
+    if (endpoint_.kind == rpc::Endpoint::Kind::kUnix &&
+        access(endpoint_.address.c_str(), F_OK) != 0) {
       fprintf(stderr, "ringfsctl: no control socket at %s%s\n", endpoint_.address.c_str(),
               command_.target.empty() || command_.target.rfind("unix:", 0) == 0
                   ? ""
                   : " (is it a ringfs mount with the control service on?)");
       return kExitFailed;
     }
-    if (endpoint_.kind == Endpoint::Kind::kUnix) {
+    if (endpoint_.kind == rpc::Endpoint::Kind::kUnix) {
       // gRPC would only retry until the deadline; say at once why nothing answers.
       if (int err = ProbeUnixSocket(endpoint_.address); err != 0) {
         fprintf(stderr, "ringfsctl: cannot connect to %s: %s%s\n", endpoint_.address.c_str(),
@@ -178,7 +179,7 @@ class Client {
 
   void Prepare(grpc::ClientContext& context, bool streaming = false) const {
     if (!streaming) context.set_deadline(std::chrono::system_clock::now() + kCallTimeout);
-    if (!token_.empty()) context.AddMetadata("authorization", BearerValue(token_));
+    if (!token_.empty()) context.AddMetadata("authorization", rpc::BearerValue(token_));
   }
 
   int Failed(const grpc::Status& status) const {
@@ -319,7 +320,7 @@ class Client {
         grpc::ClientContext drain_context;
         drain_context.set_deadline(std::chrono::system_clock::now() + kCallTimeout +
                                    std::chrono::milliseconds(command_.drain.timeout_ms()));
-        if (!token_.empty()) drain_context.AddMetadata("authorization", BearerValue(token_));
+        if (!token_.empty()) drain_context.AddMetadata("authorization", rpc::BearerValue(token_));
         admin::DrainResponse reply;
         return Show(stub->Drain(&drain_context, command_.drain, &reply), reply,
                     [](const admin::DrainResponse& d) {
@@ -357,24 +358,24 @@ class Client {
   }
 
   const CtlCommand& command_;
-  const Endpoint endpoint_;
+  const rpc::Endpoint endpoint_;
   const std::string token_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    printf("%s", CtlUsage().c_str());
-    return kExitOk;
-  }
   absl::StatusOr<CtlCommand> command = ParseCtlArgs(args);
   if (!command.ok()) {
     fprintf(stderr, "ringfsctl: %s\n%s", std::string(command.status().message()).c_str(),
             CtlUsage().c_str());
     return kExitUsage;
   }
-  absl::StatusOr<Endpoint> endpoint = ResolveTarget(*command);
+  if (command->help) {
+    printf("%s", CtlUsage().c_str());
+    return kExitOk;
+  }
+  absl::StatusOr<rpc::Endpoint> endpoint = ResolveTarget(*command);
   if (!endpoint.ok()) {
     fprintf(stderr, "ringfsctl: %s\n", std::string(endpoint.status().message()).c_str());
     return endpoint.status().code() == absl::StatusCode::kInvalidArgument ? kExitUsage
@@ -382,7 +383,7 @@ int Main(int argc, char** argv) {
   }
   std::string token;
   if (!command->token_file.empty()) {
-    absl::StatusOr<std::string> read = ReadTokenFile(command->token_file);
+    absl::StatusOr<std::string> read = rpc::ReadTokenFile(command->token_file);
     if (!read.ok()) {
       fprintf(stderr, "ringfsctl: %s\n", std::string(read.status().message()).c_str());
       return kExitUsage;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "controller/control_endpoint.h"
 #include "frontend/queue/queue_config.h"
 
 namespace ringfs::controller {
@@ -115,13 +116,106 @@ absl::Status ParsePolicyArgs(const Options& options, CtlCommand& command) {
   return absl::OkStatus();
 }
 
+// Every command with those of its own options that take a value. The global options are
+// picked out of the whole line before the command parses the rest, so they must not take a
+// command option's value for one of theirs (`policy --foreground --json` sets the foreground
+// policy "--json"), and no command option may be named like a global one.
+struct CommandSpec {
+  const char* name;
+  std::vector<std::string> options_with_value;
+};
+
+const std::vector<CommandSpec>& Commands() {
+  static const auto* commands = new std::vector<CommandSpec>{
+      {"queues", {}},
+      {"set-active", {}},
+      {"bg-limit", {"queue"}},
+      {"policy", {"foreground", "background", "thresholds", "commit"}},
+      {"kernel", {"max-background", "congestion-threshold"}},
+      {"info", {}},
+      {"watch", {"interval", "count"}},
+      // Its --token-file is the global option: the admin service's token.
+      {"server", {"admin", "timeout"}},
+  };
+  return *commands;
+}
+
+bool IsCommand(const std::string& word) {
+  for (const CommandSpec& command : Commands()) {
+    if (word == command.name) return true;
+  }
+  return false;
+}
+
+const std::vector<std::string>& OptionsWithValue(const std::string& command) {
+  for (const CommandSpec& spec : Commands()) {
+    if (command == spec.name) return spec.options_with_value;
+  }
+  static const auto* none = new std::vector<std::string>;
+  return *none;
+}
+
+bool IsCommandOptionWithValue(const std::string& name) {
+  for (const CommandSpec& command : Commands()) {
+    for (const std::string& option : command.options_with_value) {
+      if (name == option) return true;
+    }
+  }
+  return false;
+}
+
+bool IsOption(const std::string& word) { return word.size() >= 3 && word.rfind("--", 0) == 0; }
+
+// Takes the global options (--control, --token-file, --json, --help) out of `args` wherever they
+// stand, before or after the command, and returns the other words in their order.
+absl::StatusOr<std::vector<std::string>> TakeGlobalOptions(const std::vector<std::string>& args,
+                                                           CtlCommand& command) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& word = args[i];
+    if (word == "-h") {
+      command.help = true;
+      continue;
+    }
+    if (!IsOption(word)) {
+      rest.push_back(word);
+      continue;
+    }
+    std::string name = word, value;
+    bool has_inline = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_inline = true;
+    }
+    if (name == "--json" || name == "--help") {
+      if (has_inline) return Usage(absl::StrCat(name, " takes no value"));
+      (name == "--json" ? command.json : command.help) = true;
+      continue;
+    }
+    if (name == "--control" || name == "--token-file") {
+      if (!has_inline) {
+        if (i + 1 >= args.size()) return Usage(absl::StrCat(name, " needs a value"));
+        value = args[++i];
+      }
+      (name == "--control" ? command.control : command.token_file) = value;
+      continue;
+    }
+    // A command's option: its value, the next word, stays with it.
+    rest.push_back(word);
+    if (!has_inline && IsCommandOptionWithValue(name.substr(2)) && i + 1 < args.size()) {
+      rest.push_back(args[++i]);
+    }
+  }
+  return rest;
+}
+
 absl::Status ParseServerArgs(const std::vector<std::string>& words, size_t start,
                              CtlCommand& command) {
   ASSIGN_OR_RETURN(Options options,
-                   SplitOptions(words, start, {"admin", "token-file", "timeout"}, "server"));
+                   SplitOptions(words, start, OptionsWithValue("server"), "server"));
   if (options.values.count("admin") == 0) return Usage("server: --admin ADDR is required");
   command.admin = options.values["admin"];
-  if (options.values.count("token-file")) command.token_file = options.values["token-file"];
   if (options.positional.empty()) {
     return Usage("server: expected sessions, export, set-limit SESSION N, or drain");
   }
@@ -157,46 +251,23 @@ absl::Status ParseServerArgs(const std::vector<std::string>& words, size_t start
   return absl::OkStatus();
 }
 
-bool IsCommand(const std::string& word) {
-  for (const char* name :
-       {"queues", "set-active", "bg-limit", "policy", "kernel", "info", "watch", "server"}) {
-    if (word == name) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
-absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
+absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& all_args) {
   CtlCommand command;
+  ASSIGN_OR_RETURN(const std::vector<std::string> args, TakeGlobalOptions(all_args, command));
+  if (command.help) return command;
   size_t i = 0;
-  // Global options come first.
-  for (; i < args.size() && args[i].rfind("--", 0) == 0; ++i) {
-    std::string name = args[i], value;
-    bool has_inline = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      has_inline = true;
-    }
-    if (name == "--json") {
-      if (has_inline) return Usage("--json takes no value");
-      command.json = true;
-      continue;
-    }
-    if (name != "--control" && name != "--token-file") {
-      return Usage(absl::StrCat("unknown option ", name));
-    }
-    if (!has_inline) {
-      if (i + 1 >= args.size()) return Usage(absl::StrCat(name, " needs a value"));
-      value = args[++i];
-    }
-    (name == "--control" ? command.control : command.token_file) = value;
-  }
   // MOUNTPOINT-or-ADDR, unless --control names the service or the command is `server`.
   if (i < args.size() &&
       !(IsCommand(args[i]) && (!command.control.empty() || args[i] == "server"))) {
     command.target = args[i++];
+  }
+  // A command's own options follow it; before it only the global ones may stand.
+  for (size_t j = 0; j <= i && j < args.size(); ++j) {
+    if (IsOption(args[j])) {
+      return Usage(absl::StrCat("unknown option ", args[j].substr(0, args[j].find('='))));
+    }
   }
   if (i >= args.size()) return Usage("no command given");
   if (command.control.empty() && command.target.empty() && args[i] != "server") {
@@ -209,11 +280,11 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
     return command;
   }
   if (verb == "queues" || verb == "info") {
-    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, {}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     RETURN_IF_ERROR(NoPositional(options, verb));
     command.verb = verb == "queues" ? CtlVerb::kQueues : CtlVerb::kInfo;
   } else if (verb == "set-active") {
-    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, {}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     if (options.positional.size() != 1)
       return Usage("set-active: expected one CPU list, e.g. 0,2-3");
     absl::StatusOr<std::vector<int>> cpus = frontend::queue::ParseCpuSet(options.positional[0]);
@@ -221,7 +292,7 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
     for (int cpu : *cpus) command.set_active.add_cpus(cpu);
     command.verb = CtlVerb::kSetActive;
   } else if (verb == "bg-limit") {
-    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, {"queue"}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     if (options.positional.size() != 1)
       return Usage("bg-limit: expected one limit L or 'unlimited'");
     if (options.values.count("queue")) {
@@ -237,14 +308,11 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
     }
     command.verb = CtlVerb::kBgLimit;
   } else if (verb == "policy") {
-    ASSIGN_OR_RETURN(
-        Options options,
-        SplitOptions(args, i, {"foreground", "background", "thresholds", "commit"}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     RETURN_IF_ERROR(ParsePolicyArgs(options, command));
     command.verb = CtlVerb::kPolicy;
   } else if (verb == "kernel") {
-    ASSIGN_OR_RETURN(Options options,
-                     SplitOptions(args, i, {"max-background", "congestion-threshold"}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     RETURN_IF_ERROR(NoPositional(options, verb));
     if (options.values.count("max-background")) {
       ASSIGN_OR_RETURN(uint64_t v, ParseUint(options.values["max-background"],
@@ -258,7 +326,7 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
     }
     command.verb = CtlVerb::kKernel;
   } else if (verb == "watch") {
-    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, {"interval", "count"}, verb));
+    ASSIGN_OR_RETURN(Options options, SplitOptions(args, i, OptionsWithValue(verb), verb));
     RETURN_IF_ERROR(NoPositional(options, verb));
     absl::Duration interval = absl::Seconds(1);
     if (options.values.count("interval")) {
@@ -278,13 +346,13 @@ absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args) {
   return command;
 }
 
-absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
-  if (IsServerVerb(command.verb)) return ParseAddress(command.admin);
-  if (!command.control.empty()) return ParseAddress(command.control);
+absl::StatusOr<rpc::Endpoint> ResolveTarget(const CtlCommand& command) {
+  if (IsServerVerb(command.verb)) return rpc::ParseAddress(command.admin);
+  if (!command.control.empty()) return rpc::ParseAddress(command.control);
   const std::string& target = command.target;
-  if (target.rfind("unix:", 0) == 0) return ParseAddress(target);
+  if (target.rfind("unix:", 0) == 0) return rpc::ParseAddress(target);
   if (target.front() != '/' && target.front() != '.' && target.find(':') != std::string::npos) {
-    return ParseAddress(target);
+    return rpc::ParseAddress(target);
   }
   // A mountpoint: resolved like ringfs-mount resolves it before naming its socket, except that
   // the mountpoint itself is never looked up: that would ask the FUSE daemon, and ringfsctl
@@ -294,7 +362,7 @@ absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
   size_t slash = path.rfind('/');
   std::string parent = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
-  if (path == "/") return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath("/")};
+  if (path == "/") return rpc::Endpoint{rpc::Endpoint::Kind::kUnix, DefaultSocketPath("/")};
   if (base == "." || base == "..") {
     parent = path;  // nothing lexical to keep: resolve the whole path
     base.clear();
@@ -305,12 +373,13 @@ absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command) {
   }
   std::string mountpoint = resolved;
   if (!base.empty()) mountpoint += (mountpoint == "/" ? "" : "/") + base;
-  return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
+  return rpc::Endpoint{rpc::Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
 }
 
 std::string CtlUsage() {
   return R"(usage: ringfsctl [--control ADDR] [--token-file F] [--json] MOUNTPOINT|ADDR COMMAND
   ADDR is unix:PATH or HOST:PORT; a MOUNTPOINT names its socket /run/ringfs/<escaped>.sock.
+  The global options (--control, --token-file, --json, --help) may also follow the command.
   On TCP the token file's content is sent as "authorization: Bearer <token>".
 commands:
   queues                                  per-queue owners, states, counters and the settings

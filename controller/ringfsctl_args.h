@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "proto/admin.pb.h"
 #include "proto/control.pb.h"
 
@@ -40,6 +40,7 @@ struct CtlCommand {
   std::string control;     // --control ADDR; wins over `target`
   std::string token_file;  // --token-file F
   bool json = false;       // --json
+  bool help = false;       // --help or -h: print CtlUsage(); nothing else is parsed
   std::string target;      // MOUNTPOINT or ADDR
   CtlVerb verb = CtlVerb::kQueues;
 
@@ -58,13 +59,15 @@ struct CtlCommand {
   admin::DrainRequest drain;
 };
 
-// `args` without argv[0]. InvalidArgument says what is wrong (print it with CtlUsage()).
+// `args` without argv[0]. The global options (--control, --token-file, --json, --help) may stand
+// anywhere: before the target, between it and the command, or among the command's options.
+// InvalidArgument says what is wrong (print it with CtlUsage()).
 absl::StatusOr<CtlCommand> ParseCtlArgs(const std::vector<std::string>& args);
 
 std::string CtlUsage();
 
 // The endpoint a command talks to: --control/--admin, an ADDR (unix:PATH, HOST:PORT), or a
 // mountpoint, which names its default socket /run/ringfs/<escaped>.sock.
-absl::StatusOr<Endpoint> ResolveTarget(const CtlCommand& command);
+absl::StatusOr<rpc::Endpoint> ResolveTarget(const CtlCommand& command);
 
 }  // namespace ringfs::controller

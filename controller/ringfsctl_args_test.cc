@@ -24,7 +24,77 @@ TEST(RingfsctlArgsTest, ControlReplacesTheTarget) {
   EXPECT_EQ(c->verb, CtlVerb::kInfo);
   auto endpoint = ResolveTarget(*c);
   ASSERT_TRUE(endpoint.ok());
-  EXPECT_EQ(endpoint->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(endpoint->kind, rpc::Endpoint::Kind::kTcp);
+}
+
+// Regression: `ringfsctl MNT queues --json` was refused ("unknown option --json").
+TEST(RingfsctlArgsTest, GlobalOptionsAfterTheCommand) {
+  auto c = Parse({"/mnt/data", "queues", "--json", "--token-file", "/t"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->json);
+  EXPECT_EQ(c->token_file, "/t");
+  EXPECT_EQ(c->target, "/mnt/data");
+  EXPECT_EQ(c->verb, CtlVerb::kQueues);
+
+  auto between = Parse({"/mnt/data", "--json", "info"});
+  ASSERT_TRUE(between.ok()) << between.status();
+  EXPECT_TRUE(between->json);
+  EXPECT_EQ(between->target, "/mnt/data");
+  EXPECT_EQ(between->verb, CtlVerb::kInfo);
+
+  // --control after the command still names the service: `info` is the command, not a target.
+  auto control = Parse({"info", "--control=127.0.0.1:7000"});
+  ASSERT_TRUE(control.ok()) << control.status();
+  EXPECT_EQ(control->control, "127.0.0.1:7000");
+  EXPECT_TRUE(control->target.empty());
+  EXPECT_EQ(control->verb, CtlVerb::kInfo);
+}
+
+TEST(RingfsctlArgsTest, GlobalOptionsAmongTheCommandsOwn) {
+  auto w = Parse({"m", "watch", "--interval", "200ms", "--json", "--count", "3"});
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->json);
+  EXPECT_EQ(w->watch.interval_ms(), 200u);
+  EXPECT_EQ(w->watch.count(), 3u);
+
+  auto b = Parse({"m", "bg-limit", "--queue", "1", "--control", "unix:/run/x.sock", "4"});
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->control, "unix:/run/x.sock");
+  EXPECT_EQ(b->bg_limit.cpu(), 1u);
+  EXPECT_EQ(b->bg_limit.limit(), 4u);
+
+  auto s = Parse({"server", "--admin", "h:1", "sessions", "--json", "--token-file=/t"});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->json);
+  EXPECT_EQ(s->token_file, "/t");
+  EXPECT_EQ(s->verb, CtlVerb::kServerSessions);
+  auto before = Parse({"--json", "server", "--token-file", "/t", "--admin", "h:1", "export"});
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_TRUE(before->json);
+  EXPECT_EQ(before->token_file, "/t");
+  EXPECT_EQ(before->verb, CtlVerb::kServerExport);
+}
+
+TEST(RingfsctlArgsTest, ACommandOptionsValueIsNotTakenForAGlobalOption) {
+  auto c = Parse({"m", "policy", "--foreground", "--json"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->json);
+  EXPECT_EQ(c->policy.foreground(), "--json");
+  // Nor the other way round: a global option's value may be any word, a command's name too.
+  auto v = Parse({"--control", "queues", "info"});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->control, "queues");
+  EXPECT_EQ(v->verb, CtlVerb::kInfo);
+}
+
+TEST(RingfsctlArgsTest, HelpAnywhere) {
+  const std::vector<std::vector<std::string>> lines = {
+      {"--help"}, {"-h"}, {"m", "queues", "--help"}, {"m", "watch", "-h", "--count", "x"}};
+  for (const auto& args : lines) {
+    auto c = Parse(args);
+    ASSERT_TRUE(c.ok()) << args.back() << ": " << c.status();
+    EXPECT_TRUE(c->help);
+  }
 }
 
 TEST(RingfsctlArgsTest, SetActiveParsesACpuList) {
@@ -100,6 +170,12 @@ TEST(RingfsctlArgsTest, UsageErrors) {
       {"/mnt/data"},
       {"queues"},  // no target
       {"--bogus", "m", "queues"},
+      {"m", "--bogus", "queues"},
+      {"m", "--queue", "1", "bg-limit", "4"},  // a command's option before the command
+      {"m", "queues", "--json=yes"},
+      {"m", "queues", "--control"},
+      {"m", "queues", "--token-file"},
+      {"--json"},
       {"m", "frobnicate"},
       {"m", "queues", "extra"},
       {"m", "set-active"},

@@ -61,16 +61,88 @@ absl::Status UnmountFuse(const std::string& mountpoint) {
   return ErrnoError(errno, absl::StrFormat("umount %s", mountpoint));
 }
 
-absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint) {
-  // mountinfo escapes space, tab, newline and backslash in paths as octal.
+namespace {
+
+// mountinfo escapes space, tab, newline and backslash in paths as octal.
+std::string MountinfoEscape(const std::string& path) {
   std::string escaped;
-  for (char c : mountpoint) {
+  for (char c : path) {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\\') {
       escaped += absl::StrFormat("\\%03o", static_cast<unsigned char>(c));
     } else {
       escaped += c;
     }
   }
+  return escaped;
+}
+
+struct MountEntry {
+  std::string point;  // escaped as in mountinfo
+  std::string fstype;
+};
+
+// The mount an open file lies on, found by the mount id in /proc/self/fdinfo: unlike fstatfs,
+// that asks nothing of the file system.
+absl::StatusOr<MountEntry> MountOfFd(int fd) {
+  std::ifstream fdinfo(absl::StrFormat("/proc/self/fdinfo/%d", fd));
+  std::string key, wanted;
+  while (fdinfo >> key) {
+    if (key == "mnt_id:") {
+      fdinfo >> wanted;
+      break;
+    }
+  }
+  if (wanted.empty()) return absl::InternalError("no mnt_id in /proc/self/fdinfo");
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mountinfo, line)) {
+    // id parent major:minor root mountpoint options [optional fields...] - fstype source ...
+    std::istringstream fields(line);
+    std::string id, parent, numbers, root, word;
+    MountEntry entry;
+    fields >> id >> parent >> numbers >> root >> entry.point;
+    if (id != wanted) continue;
+    while (fields >> word && word != "-") {
+    }
+    fields >> entry.fstype;
+    return entry;
+  }
+  return absl::NotFoundError(absl::StrFormat("mount %s is not in /proc/self/mountinfo", wanted));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint) {
+  // Pin the mount on top of `mountpoint`, so that the checks and the detach below concern this
+  // one mount even if another is mounted over it meanwhile. Opening with O_PATH asks nothing of
+  // the file system.
+  UniqueFd top(open(mountpoint.c_str(), O_PATH | O_CLOEXEC));
+  if (!top.valid()) return ErrnoError(errno, absl::StrFormat("mountpoint %s", mountpoint));
+  // ENOTCONN once the connection is gone; ECONNABORTED when it ends while the call waits.
+  struct stat st {};
+  if (fstat(top.get(), &st) == 0 || (errno != ENOTCONN && errno != ECONNABORTED)) return false;
+  ASSIGN_OR_RETURN(MountEntry mount, MountOfFd(top.get()));
+  if (mount.point != MountinfoEscape(mountpoint)) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("mountpoint %s lies inside %s, a %s mount that no longer answers",
+                        mountpoint, mount.point, mount.fstype));
+  }
+  if (mount.fstype != "fuse.ringfs") {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "mountpoint %s is a %s mount that no longer answers (ENOTCONN); it is not ringfs's to "
+        "detach: unmount it yourself (umount -l %s)",
+        mountpoint, mount.fstype, mountpoint));
+  }
+  // The magic link names the pinned mount's root, whatever is mounted at the path by now.
+  const std::string pinned = absl::StrFormat("/proc/self/fd/%d", top.get());
+  if (umount2(pinned.c_str(), MNT_DETACH) != 0) {
+    return ErrnoError(errno, absl::StrFormat("detach the dead ringfs mount on %s", mountpoint));
+  }
+  return true;
+}
+
+absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint) {
+  const std::string escaped = MountinfoEscape(mountpoint);
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
   dev_t found = 0;

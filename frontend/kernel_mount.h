@@ -26,6 +26,14 @@ absl::StatusOr<UniqueFd> MountFuse(const KernelMountParams& params);
 // replies to its own device file. It is O_NONBLOCK: reads of it must go through io_uring.
 absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd);
 
+// Makes way for a new mount at `mountpoint` when the mount on top of it is a fuse.ringfs mount
+// whose ringfs-mount died (kill -9, a crash): its connection is gone, every access answers
+// ENOTCONN, and mounting there fails until someone runs `umount -l`. Such a mount is detached
+// (umount2 MNT_DETACH) and true returned. False when the mountpoint answers: a live mount, of any
+// type, is left alone. A dead mount of another type is refused (FailedPrecondition): it is not
+// ringfs's to remove.
+absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint);
+
 // Unmounts; falls back to a lazy unmount when the mount is busy, so the mount disappears from
 // the namespace while open files finish. Returns OK when nothing is mounted there.
 absl::Status UnmountFuse(const std::string& mountpoint);

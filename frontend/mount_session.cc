@@ -92,6 +92,11 @@ absl::Status MountSession::Start() {
     ASSIGN_OR_RETURN(ServerSession probe,
                      ConnectToServer(MakeBackendConfig(0, options_.queue_depth)));
   }
+  ASSIGN_OR_RETURN(bool detached, DetachDeadRingfsMount(options_.mountpoint));
+  if (detached) {
+    RINGFS_LOG_WARN("detached the dead ringfs mount on %s (its ringfs-mount was gone)",
+                    options_.mountpoint);
+  }
   ASSIGN_OR_RETURN(fuse_fd_, MountFuse({options_.source, options_.mountpoint,
                                         options_.read_only}));
   mounted_ = true;

@@ -13,17 +13,17 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "controller/integration/control_test_base.h"
 #include "proto/admin.grpc.pb.h"
 #include "server/test_client.h"
 #include "tests/harness/fs_util.h"
 #include "tests/harness/process.h"
 #include "tests/harness/ringfs_test.h"
+#include "tests/harness/system.h"
 
 namespace ringfs::server {
 namespace {
 
-using controller::testing::HttpGet;
+using ringfs::testing::HttpGet;
 using testing::Bytes;
 using testing::CName;
 using testing::DefaultHello;

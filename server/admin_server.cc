@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/rpc/endpoint.h"
+#include "common/rpc/grpc_serving.h"
 #include "common/status.h"
 #include "common/unique_fd.h"
-#include "controller/endpoint.h"
-#include "controller/grpc_serving.h"
 
 namespace ringfs::server {
 namespace {
@@ -35,12 +35,12 @@ AdminServer::AdminServer(AdminBackend* backend, std::string address, std::string
 AdminServer::~AdminServer() { Stop(); }
 
 absl::Status AdminServer::CheckAddress(const std::string& address, const std::string& token) {
-  absl::StatusOr<controller::Endpoint> endpoint = controller::ParseAddress(address);
+  absl::StatusOr<rpc::Endpoint> endpoint = rpc::ParseAddress(address);
   if (!endpoint.ok()) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--admin %s: %s", address, endpoint.status().message()));
   }
-  if (endpoint->kind == controller::Endpoint::Kind::kTcp && token.empty()) {
+  if (endpoint->kind == rpc::Endpoint::Kind::kTcp && token.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--admin %s (TCP) needs --token-file: the admin service requires the token on TCP",
         address));
@@ -50,11 +50,11 @@ absl::Status AdminServer::CheckAddress(const std::string& address, const std::st
 
 absl::Status AdminServer::Start() {
   RETURN_IF_ERROR(CheckAddress(address_, token_));
-  ASSIGN_OR_RETURN(controller::Endpoint endpoint, controller::ParseAddress(address_));
-  const bool tcp = endpoint.kind == controller::Endpoint::Kind::kTcp;
+  ASSIGN_OR_RETURN(rpc::Endpoint endpoint, rpc::ParseAddress(address_));
+  const bool tcp = endpoint.kind == rpc::Endpoint::Kind::kTcp;
   if (!tcp) {
     unix_path_ = endpoint.address;
-    RETURN_IF_ERROR(controller::ClaimUnixSocketPath(unix_path_, "admin"));
+    RETURN_IF_ERROR(rpc::ClaimUnixSocketPath(unix_path_, "admin"));
   }
   // On a Unix socket the file mode (0600, root) is the access control.
   service_ = std::make_unique<AdminService>(backend_, tcp ? token_ : std::string());
@@ -64,7 +64,7 @@ absl::Status AdminServer::Start() {
                            tcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
-      controller::StartGrpcServer(builder, endpoint, "admin");
+      rpc::StartGrpcServer(builder, endpoint, "admin");
   if (!server.ok()) {
     service_.reset();
     if (!unix_path_.empty()) unlink(unix_path_.c_str());

@@ -3,9 +3,9 @@
 #include <string_view>
 
 #include "absl/strings/str_format.h"
-#include "controller/endpoint.h"
-#include "controller/grpc_serving.h"
-#include "controller/rpc_status.h"
+#include "common/rpc/endpoint.h"
+#include "common/rpc/grpc_serving.h"
+#include "common/rpc/rpc_status.h"
 
 namespace ringfs::server {
 
@@ -19,17 +19,17 @@ absl::Status ValidateSessionLimit(const admin::SetSessionLimitRequest& request) 
 
 AdminService::AdminService(AdminBackend* backend, std::string token)
     : backend_(backend),
-      expected_authorization_(token.empty() ? std::string() : controller::BearerValue(token)) {}
+      expected_authorization_(token.empty() ? std::string() : rpc::BearerValue(token)) {}
 
 absl::Status AdminService::Authorize(const grpc::ServerContext& context) const {
-  return controller::CheckBearer(context, expected_authorization_);
+  return rpc::CheckBearer(context, expected_authorization_);
 }
 
 template <typename Body>
 grpc::Status AdminService::Serve(grpc::ServerContext* context, Body&& body) {
   absl::Status status = Authorize(*context);
   if (status.ok()) status = body();
-  return controller::ToGrpcStatus(status);
+  return rpc::ToGrpcStatus(status);
 }
 
 grpc::Status AdminService::ListSessions(grpc::ServerContext* context,

@@ -14,9 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/rpc/endpoint.h"
 #include "common/status.h"
 #include "common/wire.h"
-#include "controller/endpoint.h"
 
 namespace ringfs::server {
 namespace {
@@ -58,7 +58,7 @@ wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Optio
                   absl::StrFormat("server speaks wire version %u, client %u", wire::kWireVersion,
                                   hello.wire_version()));
   }
-  if (!options.token.empty() && !controller::ConstantTimeEquals(hello.token(), options.token)) {
+  if (!options.token.empty() && !rpc::ConstantTimeEquals(hello.token(), options.token)) {
     return refuse(wire::ServerHello::AUTH_FAILED, "wrong token");
   }
   if (!hello.export_name().empty() && hello.export_name() != "/") {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
 #include "common/log.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 
 namespace ringfs::server {
 namespace {
@@ -141,8 +141,8 @@ ServerMetrics::ServerMetrics(std::vector<const WorkerStats*> workers, const Sess
 ServerMetrics::~ServerMetrics() { Stop(); }
 
 absl::Status ServerMetrics::CheckAddress(const std::string& address) {
-  absl::StatusOr<controller::Endpoint> endpoint = controller::ParseAddress(address);
-  if (!endpoint.ok() || endpoint->kind != controller::Endpoint::Kind::kTcp) {
+  absl::StatusOr<rpc::Endpoint> endpoint = rpc::ParseAddress(address);
+  if (!endpoint.ok() || endpoint->kind != rpc::Endpoint::Kind::kTcp) {
     return absl::InvalidArgumentError(absl::StrFormat("--metrics %s: expected HOST:PORT", address));
   }
   return absl::OkStatus();

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "controller/metrics_endpoint.h"
+#include "common/rpc/metrics_endpoint.h"
 #include "server/server_stats.h"
 
 namespace prometheus {
@@ -49,7 +49,7 @@ class ServerMetrics {
   const std::vector<const WorkerStats*> workers_;
   const SessionTable* const sessions_;
   std::string address_;
-  controller::MetricsEndpoint endpoint_;
+  rpc::MetricsEndpoint endpoint_;
 };
 
 }  // namespace ringfs::server

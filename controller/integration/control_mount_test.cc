@@ -24,6 +24,7 @@ namespace ringfs::controller::testing {
 namespace {
 
 using ::ringfs::testing::BinPath;
+using ::ringfs::testing::HttpGet;
 using ::ringfs::testing::ReadFile;
 using ::testing::HasSubstr;
 

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <thread>
 
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 #include "tests/harness/fs_util.h"
 #include "tests/harness/system.h"
 
@@ -130,36 +130,6 @@ bool PinToCpu(int cpu) {
   return sched_setaffinity(0, sizeof(set), &set) == 0;
 }
 
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    close(fd);
-    return "";
-  }
-  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return "";
-  }
-  std::string response;
-  char buffer[8192];
-  ssize_t n;
-  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
-  close(fd);
-  size_t body = response.find("\r\n\r\n");
-  if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") == std::string::npos ||
-      body == std::string::npos) {
-    return "";
-  }
-  return response.substr(body + 4);
-}
-
 void ControlTest::SetUp() {
   RingfsTestBase::SetUp();
   if (HasFatalFailure() || IsSkipped()) return;
@@ -205,7 +175,7 @@ std::unique_ptr<control::QueueControl::Stub> ControlTest::NewStub() const {
 }
 
 void ControlTest::Authorize(grpc::ClientContext* context) const {
-  if (!token_.empty()) context->AddMetadata("authorization", BearerValue(token_));
+  if (!token_.empty()) context->AddMetadata("authorization", rpc::BearerValue(token_));
 }
 
 CommandResult ControlTest::Ctl(const std::vector<std::string>& args) const {

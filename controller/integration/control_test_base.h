@@ -2,8 +2,8 @@
 // ringfs-server and ringfs-mount (RingfsEnv: temp tree, watchdog, forced cleanup) with the
 // control service on a Unix socket in the temp tree or on loopback TCP with a token, and
 // optionally -o metrics=; it waits until those endpoints answer. Plus what the harness does
-// not have: running a program with stdout and stderr captured apart (ringfsctl's JSON), an
-// HTTP GET, pinning to a CPU. REQUIRES: root. One test thread.
+// not have: running a program with stdout and stderr captured apart (ringfsctl's JSON), pinning
+// to a CPU. REQUIRES: root. One test thread.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -36,9 +36,6 @@ CommandResult RunCtl(const std::vector<std::string>& args);
 
 // Pins the calling thread to `cpu`.
 bool PinToCpu(int cpu);
-
-// HTTP GET http://127.0.0.1:port<path>: the body of a 200 answer, else "".
-std::string HttpGet(int port, const std::string& path);
 
 struct ControlSpec {
   std::string transport = "uring";

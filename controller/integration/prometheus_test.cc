@@ -21,6 +21,8 @@
 namespace ringfs::controller::testing {
 namespace {
 
+using ::ringfs::testing::HttpGet;
+
 constexpr char kPrometheus[] = "/usr/bin/prometheus";
 constexpr auto kScrapeWait = std::chrono::seconds(40);
 

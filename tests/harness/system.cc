@@ -1,5 +1,6 @@
 #include "tests/harness/system.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -280,6 +281,36 @@ int UnusedLoopbackPort() {
   socklen_t len = sizeof(addr);
   if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) return -1;
   return ntohs(addr.sin_port);  // Closed on return; nothing listened on it.
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return "";
+  }
+  std::string response;
+  char buffer[8192];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+  close(fd);
+  size_t body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") == std::string::npos ||
+      body == std::string::npos) {
+    return "";
+  }
+  return response.substr(body + 4);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // Host-level helpers for the integration tests: root and enable_uring checks, /proc/self/mountinfo,
-// forced unmounts, the frontend's stats file, running a function as another user.
+// forced unmounts, the frontend's stats file, running a function as another user, loopback TCP
+// (a free port, an HTTP GET).
 // Thread-compatible free functions; ForceUnmount and the mount table readers may be called from
 // the watchdog thread.
 #pragma once
@@ -57,6 +58,9 @@ std::string RunAsUser(uid_t uid, gid_t gid, const std::function<std::string()>& 
 
 // A TCP port on 127.0.0.1 that nothing listens on right now.
 int UnusedLoopbackPort();
+
+// HTTP GET http://127.0.0.1:port<path>: the body of a 200 answer, else "".
+std::string HttpGet(int port, const std::string& path);
 
 // Removes a directory tree without crossing into other filesystems (a forgotten mount
 // inside is left alone rather than emptied). Returns false if something was left.

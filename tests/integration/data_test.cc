@@ -231,7 +231,9 @@ TEST_P(FewNodeFdsTest, ManyFilesAndAnUnlinkedOpenFile) {
       struct stat st {};
       ASSERT_EQ(::stat(name(i).c_str(), &st), 0) << name(i) << ": " << ErrnoName(errno);
       ASSERT_EQ(st.st_size, static_cast<off_t>(std::to_string(i).size())) << name(i);
-      if (i % 97 == 0) EXPECT_EQ(ReadFile(name(i)), std::to_string(i));
+      if (i % 97 == 0) {
+        EXPECT_EQ(ReadFile(name(i)), std::to_string(i));
+      }
     }
   }
 

@@ -1,10 +1,12 @@
 // Mount and daemon lifecycle: unmount on SIGTERM/SIGINT idle and busy, the daemonizing forms
 // (ringfs-mount without -f, mount.ringfs), proof that the ring (not /dev/fuse) carries the
-// requests, and failures at the edges: wrong token, no server.
+// requests, and failures at the edges: wrong token, no server, a mountpoint left dead by
+// kill -9 (detached and mounted again) beside a live mount or another file system's (left alone).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,8 @@
 #include <atomic>
 #include <cctype>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -118,6 +122,53 @@ TEST_P(LifecycleTest, SigtermDuringActivityUnmountsAndKeepsAckedData) {
     pattern(i, want);
     ASSERT_EQ(memcmp(exported.data() + i * kBlock, want, kBlock), 0) << "block " << i;
   }
+}
+
+int MountsAt(const std::string& mount_point) {
+  int n = 0;
+  for (const MountEntry& e : ReadMountInfo()) n += e.mount_point == mount_point;
+  return n;
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+bool AnswersEnotconn(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) != 0 && errno == ENOTCONN;
+}
+
+// Regression (issue 9): after kill -9 of ringfs-mount its mountpoint answered ENOTCONN, and
+// mounting there again failed until someone ran `umount -l`.
+TEST_P(LifecycleTest, MountAfterKill9DetachesTheDeadMount) {
+  const std::string& dir = env_->mount_dir();
+  ASSERT_EQ(WriteFile(Mnt("before"), "x"), 0);
+  env_->mount_process()->Signal(SIGKILL);
+  ASSERT_TRUE(env_->mount_process()->WaitExit(seconds(10)).has_value());
+  // The connection ends once the kernel has let go of the dead process's descriptors.
+  ASSERT_TRUE(WaitFor([&]() { return AnswersEnotconn(dir); }, seconds(10)));
+  std::optional<MountEntry> dead = FindMount(dir);
+  ASSERT_TRUE(dead.has_value());
+  ASSERT_EQ(dead->fstype, "fuse.ringfs");
+
+  ASSERT_TRUE(env_->Mount(Options()));
+  // Mount() is content with any fuse.ringfs entry, the dead one too: wait for an answer.
+  struct stat st {};
+  ASSERT_TRUE(WaitFor([&]() { return ::stat(dir.c_str(), &st) == 0; }, seconds(10)))
+      << ErrnoName(errno) << "\n"
+      << env_->DescribeLogs();
+  EXPECT_EQ(MountsAt(dir), 1) << "the dead mount is still there, under the new one";
+  EXPECT_EQ(ReadFile(Mnt("before")), "x");
+  ASSERT_EQ(WriteFile(Mnt("after"), "y"), 0);
+  EXPECT_EQ(ReadFile(Exp("after")), "y");
+  EXPECT_EQ(Count(ReadFileOrEmpty(env_->mount_log()), "detached the dead ringfs mount on " + dir),
+            1)
+      << ReadFileOrEmpty(env_->mount_log());
+  EXPECT_TRUE(env_->Unmount());
+  EXPECT_FALSE(IsMounted(dir));
 }
 
 TEST_P(LifecycleTest, ServerSigtermExitsZeroAfterUnmount) {
@@ -317,6 +368,64 @@ TEST_F(EdgeTest, NoServerFailsWithinBoundedTime) {
         << log;
     RecordProperty(std::string("fail_ms_") + transport, static_cast<int>(took.count()));
   }
+}
+
+TEST_F(EdgeTest, SecondMountLeavesALiveMountAlone) {
+  ASSERT_TRUE(NewEnv());
+  ASSERT_TRUE(env_->StartServer());
+  ASSERT_TRUE(env_->Mount(MountOptions{}));
+  const std::string& dir = env_->mount_dir();
+  ASSERT_EQ(WriteFile(env_->Mnt("f"), "live"), 0);
+  // Another ringfs-mount on the same directory; without a control socket, since the first
+  // serves the default one.
+  const std::string log = env_->base() + "/second.log";
+  std::string error;
+  std::unique_ptr<ChildProcess> second =
+      ChildProcess::Spawn({BinPath("ringfs-mount"), env_->server_address() + ":/", dir, "-f", "-o",
+                           "transport=classic,control=none"},
+                          log, &error);
+  ASSERT_TRUE(second) << error;
+  // Whether it mounts over the live mount or gives up, it must not detach it.
+  WaitFor([&]() { return MountsAt(dir) == 2 || !second->Running(); }, seconds(10));
+  if (second->Running()) {
+    second->Signal(SIGTERM);
+    auto status = second->WaitExit(seconds(15));
+    ASSERT_TRUE(status.has_value()) << "the second ringfs-mount ignored SIGTERM";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+  }
+  EXPECT_EQ(Lower(ReadFileOrEmpty(log)).find("detach"), std::string::npos) << ReadFileOrEmpty(log);
+  EXPECT_EQ(MountsAt(dir), 1);
+  EXPECT_TRUE(env_->mount_process()->Running());
+  EXPECT_EQ(ReadFile(env_->Mnt("f")), "live");
+  EXPECT_TRUE(env_->Unmount());
+}
+
+TEST_F(EdgeTest, DeadMountOfAnotherTypeIsRefusedNotDetached) {
+  ASSERT_TRUE(NewEnv());
+  ASSERT_TRUE(env_->StartServer());
+  const std::string& dir = env_->mount_dir();
+  // A FUSE mount of another type whose daemon is gone: its /dev/fuse is closed before INIT.
+  int fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  const std::string data = "fd=" + std::to_string(fd) + ",rootmode=40000,user_id=0,group_id=0";
+  int mounted = ::mount("other", dir.c_str(), "fuse.notringfs", MS_NOSUID | MS_NODEV, data.c_str());
+  int mount_errno = errno;
+  ::close(fd);
+  ASSERT_EQ(mounted, 0) << ErrnoName(mount_errno);
+  ASSERT_TRUE(WaitFor([&]() { return AnswersEnotconn(dir); }, seconds(10)));
+
+  auto status = env_->MountExpectingFailure(MountOptions{}, env_->server_address(), seconds(20));
+  ASSERT_TRUE(status.has_value()) << "still running after 20 s";
+  EXPECT_FALSE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+  const std::string log = ReadFileOrEmpty(env_->mount_log());
+  EXPECT_NE(log.find("fuse.notringfs"), std::string::npos) << log;
+  EXPECT_NE(log.find("umount -l " + dir), std::string::npos) << log;
+  std::optional<MountEntry> still = FindMount(dir);
+  ASSERT_TRUE(still.has_value()) << "the other file system's mount was removed";
+  EXPECT_EQ(still->fstype, "fuse.notringfs");
+  EXPECT_EQ(MountsAt(dir), 1);
+  EXPECT_EQ(::umount2(dir.c_str(), MNT_DETACH), 0) << ErrnoName(errno);
+  EXPECT_FALSE(IsMounted(dir));
 }
 
 TEST_F(EdgeTest, MountOnMissingMountpointFails) {

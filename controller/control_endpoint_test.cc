@@ -1,4 +1,4 @@
-#include "controller/endpoint.h"
+#include "controller/control_endpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -31,23 +31,23 @@ TEST(EscapePathTest, DefaultSocketPath) {
 TEST(ParseControlOptionTest, Forms) {
   auto def = ParseControlOption("", "/mnt/data");
   ASSERT_TRUE(def.ok());
-  EXPECT_EQ(def->kind, Endpoint::Kind::kUnix);
+  EXPECT_EQ(def->kind, rpc::Endpoint::Kind::kUnix);
   EXPECT_EQ(def->address, "/run/ringfs/mnt-data.sock");
   EXPECT_EQ(def->GrpcAddress(), "unix:/run/ringfs/mnt-data.sock");
 
   auto none = ParseControlOption("none", "/mnt/data");
   ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->kind, Endpoint::Kind::kNone);
+  EXPECT_EQ(none->kind, rpc::Endpoint::Kind::kNone);
   EXPECT_EQ(none->ToString(), "none");
 
   auto unix_path = ParseControlOption("unix:/tmp/c.sock", "/mnt/data");
   ASSERT_TRUE(unix_path.ok());
-  EXPECT_EQ(unix_path->kind, Endpoint::Kind::kUnix);
+  EXPECT_EQ(unix_path->kind, rpc::Endpoint::Kind::kUnix);
   EXPECT_EQ(unix_path->address, "/tmp/c.sock");
 
   auto tcp = ParseControlOption("127.0.0.1:7000", "/mnt/data");
   ASSERT_TRUE(tcp.ok());
-  EXPECT_EQ(tcp->kind, Endpoint::Kind::kTcp);
+  EXPECT_EQ(tcp->kind, rpc::Endpoint::Kind::kTcp);
   EXPECT_EQ(tcp->GrpcAddress(), "127.0.0.1:7000");
 
   EXPECT_TRUE(ParseControlOption("[::1]:7000", "/m").ok());
@@ -59,18 +59,6 @@ TEST(ParseControlOptionTest, RefusesWhatIsNotAnAddress) {
     auto parsed = ParseControlOption(bad, "/m");
     EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
-}
-
-TEST(TokenTest, ConstantTimeEquals) {
-  EXPECT_TRUE(ConstantTimeEquals("Bearer abc", "Bearer abc"));
-  EXPECT_FALSE(ConstantTimeEquals("Bearer abc", "Bearer abd"));
-  EXPECT_FALSE(ConstantTimeEquals("Bearer abc", "Bearer ab"));
-  EXPECT_FALSE(ConstantTimeEquals("Bearer ab", "Bearer abc"));
-  EXPECT_FALSE(ConstantTimeEquals("", "x"));
-  EXPECT_TRUE(ConstantTimeEquals("", ""));
-  // A prefix padded with NULs must not compare equal to the longer string.
-  EXPECT_FALSE(ConstantTimeEquals(std::string("ab\0", 3), "ab"));
-  EXPECT_EQ(BearerValue("t0k"), "Bearer t0k");
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -19,13 +18,8 @@
 #include "common/status.h"
 #include "common/unique_fd.h"
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 namespace {
-
-bool IsPlain(char c, bool first) {
-  if (c == '.') return !first;
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == ':' || c == '_';
-}
 
 absl::Status CheckHostPort(std::string_view address) {
   size_t colon = address.rfind(':');
@@ -47,38 +41,6 @@ absl::Status CheckHostPort(std::string_view address) {
 }
 
 }  // namespace
-
-std::string EscapePath(std::string_view path) {
-  // Split on '/', dropping empty components (leading, trailing and doubled slashes).
-  std::string out;
-  bool first_component = true;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    std::string_view component = path.substr(start, end - start);
-    if (!component.empty()) {
-      if (!first_component) out += '-';
-      for (size_t i = 0; i < component.size(); ++i) {
-        char c = component[i];
-        if (IsPlain(c, out.empty())) {
-          out += c;
-        } else {
-          char escaped[5];
-          std::snprintf(escaped, sizeof(escaped), "\\x%02x", static_cast<unsigned char>(c));
-          out += escaped;
-        }
-      }
-      first_component = false;
-    }
-    start = end + 1;
-  }
-  return out.empty() ? "-" : out;
-}
-
-std::string DefaultSocketPath(std::string_view mountpoint) {
-  return absl::StrCat(kRuntimeDir, "/", EscapePath(std::string(mountpoint)), ".sock");
-}
 
 std::string Endpoint::GrpcAddress() const {
   return kind == Kind::kUnix ? "unix:" + address : address;
@@ -103,19 +65,6 @@ absl::StatusOr<Endpoint> ParseAddress(std::string_view address) {
   if (absl::Status status = CheckHostPort(address); !status.ok()) return status;
   endpoint.kind = Endpoint::Kind::kTcp;
   endpoint.address = std::string(address);
-  return endpoint;
-}
-
-absl::StatusOr<Endpoint> ParseControlOption(std::string_view option, std::string_view mountpoint) {
-  if (option.empty()) {
-    return Endpoint{Endpoint::Kind::kUnix, DefaultSocketPath(mountpoint)};
-  }
-  if (option == "none") return Endpoint{};
-  absl::StatusOr<Endpoint> endpoint = ParseAddress(option);
-  if (!endpoint.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("control=", std::string(option), ": ", endpoint.status().message()));
-  }
   return endpoint;
 }
 
@@ -179,4 +128,4 @@ absl::Status ClaimUnixSocketPath(const std::string& path, std::string_view what)
   return absl::OkStatus();
 }
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 
 // Same code (absl's codes are gRPC's canonical codes), same message; OK stays OK.
 grpc::Status ToGrpcStatus(const absl::Status& status);
@@ -14,4 +14,4 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // The reverse, for clients that work with absl::Status inside (ringfsctl).
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

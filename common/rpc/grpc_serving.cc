@@ -1,4 +1,4 @@
-#include "controller/grpc_serving.h"
+#include "common/rpc/grpc_serving.h"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(grpc::ServerBuilder& builder,
                                                               const Endpoint& endpoint,
@@ -49,4 +49,4 @@ absl::Status CheckBearer(const grpc::ServerContext& context,
   return absl::OkStatus();
 }
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

@@ -1,8 +1,8 @@
-#include "controller/rpc_status.h"
+#include "common/rpc/rpc_status.h"
 
 #include <gtest/gtest.h>
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 namespace {
 
 struct Row {
@@ -56,4 +56,4 @@ TEST(RpcStatusTest, CodeOutsideTheEnumIsUnknown) {
 }
 
 }  // namespace
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

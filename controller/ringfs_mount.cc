@@ -1,5 +1,6 @@
 // ringfs-mount / mount.ringfs: parses the command line, daemonizes once the mount is ready
-// (unless -f), and runs the mount session until it is unmounted.
+// (unless -f), runs the mount session (frontend/) with its control service and metrics
+// (controller/) until it is unmounted.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 #include "frontend/mount_session.h"
 #include "frontend/options.h"
 
-namespace ringfs::frontend {
+namespace ringfs::controller {
 namespace {
 
 // The parent of a daemonizing mount waits on this pipe: "OK <line>" or an error message.
@@ -96,16 +97,16 @@ int Main(int argc, char** argv) {
   SetLogPrefix("ringfs-mount");
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    printf("%s", Usage().c_str());
+    printf("%s", frontend::Usage().c_str());
     return 0;
   }
-  absl::StatusOr<MountOptions> parsed = ParseCommandLine(args, as_helper);
+  absl::StatusOr<frontend::MountOptions> parsed = frontend::ParseCommandLine(args, as_helper);
   if (!parsed.ok()) {
     fprintf(stderr, "%s: %s\n%s", program.c_str(), std::string(parsed.status().message()).c_str(),
-            Usage().c_str());
+            frontend::Usage().c_str());
     return 2;
   }
-  MountOptions options = *parsed;
+  frontend::MountOptions options = *parsed;
   SetLogLevel(ParseLevel(options.log_level));
   char resolved[PATH_MAX];
   if (realpath(options.mountpoint.c_str(), resolved) == nullptr) {
@@ -119,14 +120,13 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "%s: %s\n", program.c_str(), std::string(token.status().message()).c_str());
     return 2;
   }
-  if (absl::Status control = controller::ControlServer::CheckOptions(
+  if (absl::Status control = ControlServer::CheckOptions(
           {options.control, options.control_token_file, options.mountpoint});
       !control.ok()) {
     fprintf(stderr, "%s: %s\n", program.c_str(), std::string(control.message()).c_str());
     return 2;
   }
-  if (absl::Status metrics = controller::FrontendMetrics::CheckAddress(options.metrics);
-      !metrics.ok()) {
+  if (absl::Status metrics = FrontendMetrics::CheckAddress(options.metrics); !metrics.ok()) {
     fprintf(stderr, "%s: %s\n", program.c_str(), std::string(metrics.message()).c_str());
     return 2;
   }
@@ -143,7 +143,7 @@ int Main(int argc, char** argv) {
 
   if (!options.foreground) Daemonize();
 
-  MountSession session(options, *token);
+  frontend::MountSession session(options, *token);
   if (absl::Status status = session.Start(); !status.ok()) {
     std::string message = std::string(status.message());
     RINGFS_LOG_ERROR("cannot mount %s on %s: %s", options.source, options.mountpoint, message);
@@ -152,14 +152,14 @@ int Main(int argc, char** argv) {
   }
   // The control plane and metrics start once the mount answers and stop once it has ended.
   // Failing to serve them is logged, not fatal: the mount itself works and stays up.
-  controller::ControlServer control(
-      &session, {options.control, options.control_token_file, options.mountpoint});
+  ControlServer control(&session,
+                        {options.control, options.control_token_file, options.mountpoint});
   if (absl::Status status = control.Start(); !status.ok()) {
     RINGFS_LOG_ERROR("control service: %s", status.message());
   }
-  std::unique_ptr<controller::FrontendMetrics> metrics;
+  std::unique_ptr<FrontendMetrics> metrics;
   if (!options.metrics.empty()) {
-    metrics = std::make_unique<controller::FrontendMetrics>(&session, options.metrics);
+    metrics = std::make_unique<FrontendMetrics>(&session, options.metrics);
     if (absl::Status status = metrics->Start(); !status.ok()) {
       RINGFS_LOG_ERROR("metrics: %s", status.message());
     }
@@ -174,6 +174,6 @@ int Main(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace ringfs::frontend
+}  // namespace ringfs::controller
 
-int main(int argc, char** argv) { return ringfs::frontend::Main(argc, argv); }
+int main(int argc, char** argv) { return ringfs::controller::Main(argc, argv); }

@@ -11,9 +11,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "controller/endpoint.h"
+#include "common/rpc/endpoint.h"
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 
 // BuildAndStart() of `builder` (already given its port and services) for `endpoint`. A Unix
 // socket is created 0600 under a temporary umask of 0177, so there is no moment in which others
@@ -28,4 +28,4 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(grpc::ServerBuilde
 absl::Status CheckBearer(const grpc::ServerContext& context,
                          std::string_view expected_authorization);
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

@@ -1,6 +1,7 @@
-// Where the control service listens and how a client names it: the default Unix socket of a
-// mount (/run/ringfs/<escaped mountpoint>.sock), unix:PATH, HOST:PORT, or none; plus the token
-// helpers of the TCP rule. Pure functions except ReadTokenFile; any thread.
+// Where a gRPC service of ringfs listens and how a client names it (unix:PATH, HOST:PORT, or
+// none), the token helpers of the TCP rule, and claiming a Unix socket path; shared by
+// ringfs-mount's control service, ringfs-server's admin service and ringfsctl. Pure functions
+// except ReadTokenFile and ClaimUnixSocketPath; any thread.
 #pragma once
 
 #include <string>
@@ -8,16 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace ringfs::controller {
-
-inline constexpr char kRuntimeDir[] = "/run/ringfs";
-
-// systemd-escape --path: "/mnt/data" -> "mnt-data", "/" -> "-". Redundant slashes are dropped,
-// '/' becomes '-', bytes other than [A-Za-z0-9:_.] (and a leading '.') become \xNN.
-std::string EscapePath(std::string_view path);
-
-// /run/ringfs/<EscapePath(mountpoint)>.sock. REQUIRES: mountpoint is absolute and resolved.
-std::string DefaultSocketPath(std::string_view mountpoint);
+namespace ringfs::rpc {
 
 struct Endpoint {
   enum class Kind { kNone, kUnix, kTcp };
@@ -30,12 +22,8 @@ struct Endpoint {
   std::string ToString() const;
 };
 
-// The mount option control=: "" -> the mountpoint's default socket, "none", "unix:PATH"
-// (absolute), "HOST:PORT" (port 0..65535; IPv6 as [ADDR]:PORT). Anything else is
-// InvalidArgument.
-absl::StatusOr<Endpoint> ParseControlOption(std::string_view option, std::string_view mountpoint);
-
-// A client's ADDR: "unix:PATH" or "HOST:PORT". Anything else is InvalidArgument.
+// "unix:PATH" (absolute) or "HOST:PORT" (port 0..65535; IPv6 as [ADDR]:PORT). Anything else
+// is InvalidArgument.
 absl::StatusOr<Endpoint> ParseAddress(std::string_view address);
 
 // Reads a token file: its content without trailing whitespace; empty is InvalidArgument.
@@ -53,4 +41,4 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // in messages ("control", "admin").
 absl::Status ClaimUnixSocketPath(const std::string& path, std::string_view what);
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

@@ -1,4 +1,4 @@
-#include "controller/metrics_endpoint.h"
+#include "common/rpc/metrics_endpoint.h"
 
 #include <prometheus/exposer.h>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 
 MetricsEndpoint::MetricsEndpoint() = default;
 MetricsEndpoint::~MetricsEndpoint() { Stop(); }
@@ -39,4 +39,4 @@ void MetricsEndpoint::Stop() {
   collectable_.reset();
 }
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

@@ -1,8 +1,8 @@
-#include "controller/rpc_status.h"
+#include "common/rpc/rpc_status.h"
 
 #include <string>
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 namespace {
 
 // Written out rather than cast so that a code added to either enum cannot map silently.
@@ -100,4 +100,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(FromGrpcCode(status.error_code()), status.error_message());
 }
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc

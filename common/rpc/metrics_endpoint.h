@@ -14,7 +14,7 @@ class Collectable;
 class Exposer;
 }  // namespace prometheus
 
-namespace ringfs::controller {
+namespace ringfs::rpc {
 
 class MetricsEndpoint {
  public:
@@ -34,4 +34,4 @@ class MetricsEndpoint {
   std::unique_ptr<prometheus::Exposer> exposer_;
 };
 
-}  // namespace ringfs::controller
+}  // namespace ringfs::rpc
