@@ -9,21 +9,19 @@
 
 namespace ringfs::wire {
 
-absl::Status SendHandshake(int fd, const google::protobuf::MessageLite& message,
-                           std::chrono::milliseconds timeout) {
+absl::StatusOr<std::string> EncodeHandshake(const google::protobuf::MessageLite& message) {
   std::string body;
   if (!message.SerializeToString(&body)) return absl::InternalError("cannot encode handshake");
   if (body.size() > kMaxHandshakeBytes) return absl::InternalError("handshake too large");
   uint32_t prefix[2] = {kHandshakeMagic, static_cast<uint32_t>(body.size())};
   std::string frame(reinterpret_cast<const char*>(prefix), sizeof(prefix));
   frame += body;
-  return SendAll(fd, frame.data(), frame.size(), timeout);
+  return frame;
 }
 
-absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
-                              std::chrono::milliseconds timeout) {
+absl::StatusOr<uint32_t> HandshakeBodyLength(const char (&bytes)[8]) {
   uint32_t prefix[2];
-  RETURN_IF_ERROR(ReceiveAll(fd, prefix, sizeof(prefix), timeout));
+  std::memcpy(prefix, bytes, sizeof(prefix));
   if (prefix[0] != kHandshakeMagic) {
     return absl::InvalidArgumentError("peer does not speak the ringfs wire (bad magic)");
   }
@@ -31,7 +29,21 @@ absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
     return absl::InvalidArgumentError(
         absl::StrCat("handshake of ", prefix[1], " bytes exceeds ", kMaxHandshakeBytes));
   }
-  std::string body(prefix[1], '\0');
+  return prefix[1];
+}
+
+absl::Status SendHandshake(int fd, const google::protobuf::MessageLite& message,
+                           std::chrono::milliseconds timeout) {
+  ASSIGN_OR_RETURN(std::string frame, EncodeHandshake(message));
+  return SendAll(fd, frame.data(), frame.size(), timeout);
+}
+
+absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
+                              std::chrono::milliseconds timeout) {
+  char prefix[8];
+  RETURN_IF_ERROR(ReceiveAll(fd, prefix, sizeof(prefix), timeout));
+  ASSIGN_OR_RETURN(uint32_t length, HandshakeBodyLength(prefix));
+  std::string body(length, '\0');
   RETURN_IF_ERROR(ReceiveAll(fd, body.data(), body.size(), timeout));
   if (!message->ParseFromString(body)) {
     return absl::InvalidArgumentError("malformed handshake message");

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "proto/handshake.pb.h"
 
 namespace ringfs::wire {
@@ -26,6 +28,11 @@ inline constexpr uint32_t kMaxFrameBytes = kMaxIoBytes + 4096;
 inline constexpr uint32_t kDefaultMaxInflight = 256;
 
 inline constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
+
+// The handshake frame (magic, length, body) of `message`.
+absl::StatusOr<std::string> EncodeHandshake(const google::protobuf::MessageLite& message);
+// Length of the body that follows an 8-byte handshake prefix; refuses a bad magic or size.
+absl::StatusOr<uint32_t> HandshakeBodyLength(const char (&prefix)[8]);
 
 absl::Status SendHandshake(int fd, const google::protobuf::MessageLite& message,
                            std::chrono::milliseconds timeout = kHandshakeTimeout);

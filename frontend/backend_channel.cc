@@ -5,11 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <optional>
-#include <thread>
 
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "common/dir_attrs.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -41,8 +38,7 @@ uint64_t Ms(std::chrono::milliseconds ms) { return static_cast<uint64_t>(ms.coun
 
 }  // namespace
 
-absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
-  ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
+wire::ClientHello MakeClientHello(const BackendConfig& config) {
   wire::ClientHello hello;
   hello.set_wire_version(wire::kWireVersion);
   hello.set_client_id(config.client_id);
@@ -55,12 +51,11 @@ absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   hello.set_entry_timeout_ns(config.entry_timeout.count());
   hello.set_attr_timeout_ns(config.attr_timeout.count());
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);
-  RETURN_IF_ERROR(wire::SendHandshake(fd.get(), hello));
-  wire::ServerHello reply;
-  if (absl::Status status = wire::ReceiveHandshake(fd.get(), &reply); !status.ok()) {
-    return absl::UnavailableError(absl::StrFormat("handshake with %s failed: %s",
-                                                  config.address.text, status.ToString()));
-  }
+  return hello;
+}
+
+absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
+                                                const wire::ServerHello& reply) {
   if (reply.result() != wire::ServerHello::OK) {
     std::string reason = wire::ServerHello::Result_Name(reply.result());
     auto message = absl::StrFormat("server %s refused the connection (%s): %s",
@@ -75,17 +70,23 @@ absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
         absl::StrFormat("server %s accepts no request in flight", config.address.text));
   }
   ServerSession session;
-  session.fd = std::move(fd);
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
   return session;
 }
 
-// One background connect + handshake; the helper thread fills it, the channel polls it.
-struct BackendChannel::ConnectAttempt {
-  absl::Mutex mu;
-  std::optional<absl::StatusOr<ServerSession>> result ABSL_GUARDED_BY(mu);
-};
+absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
+  ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
+  RETURN_IF_ERROR(wire::SendHandshake(fd.get(), MakeClientHello(config)));
+  wire::ServerHello reply;
+  if (absl::Status status = wire::ReceiveHandshake(fd.get(), &reply); !status.ok()) {
+    return absl::UnavailableError(absl::StrFormat("handshake with %s failed: %s",
+                                                  config.address.text, status.ToString()));
+  }
+  ASSIGN_OR_RETURN(ServerSession session, AcceptServerHello(config, reply));
+  session.fd = std::move(fd);
+  return session;
+}
 
 BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kind,
                                ReplySink* sink)
@@ -102,10 +103,10 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
 }
 
 BackendChannel::~BackendChannel() {
-  // A connect helper still running finishes on its own and closes what it opened. A receive or
-  // send still in the kernel would use our buffers after we are gone: cancel them and wait.
+  // A receive or send still in the kernel would use our buffers after we are gone: cancel them
+  // and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
-  for (Op op : {Op::kRecv, Op::kSend, Op::kTick}) {
+  for (Op op : {Op::kRecv, Op::kSend, Op::kTick, Op::kConnect, Op::kHelloSend, Op::kHelloRecv}) {
     io_uring_sync_cancel_reg cancel{};
     cancel.addr = Tag(op);
     cancel.flags = IORING_ASYNC_CANCEL_ALL;
@@ -272,39 +273,119 @@ void BackendChannel::OnSend(int res) {
 // ---- connection lifecycle ----
 
 void BackendChannel::StartConnect() {
-  attempt_ = std::make_shared<ConnectAttempt>();
   state_ = State::kConnecting;
-  // connect() and the handshake block (bounded by connect_timeout and the handshake timeout), so
-  // they run on a helper thread; the worker polls the result at its ticks.
-  std::thread([attempt = attempt_, config = config_] {
-    absl::StatusOr<ServerSession> session = ConnectToServer(config);
-    absl::MutexLock lock(&attempt->mu);
-    attempt->result = std::move(session);
-  }).detach();
-}
-
-void BackendChannel::PollConnect() {
-  std::optional<absl::StatusOr<ServerSession>> result;
-  {
-    absl::MutexLock lock(&attempt_->mu);
-    if (!attempt_->result) return;
-    result = std::move(attempt_->result);
-  }
-  attempt_.reset();
-  const uint64_t now = MonotonicNs();
-  if (result->ok()) {
-    Install(std::move(**result));
+  attempt_expired_ = false;
+  attempt_deadline_ns_ =
+      MonotonicNs() + Ms(config_.connect_timeout) + Ms(wire::kHandshakeTimeout);
+  const SocketAddress& address = config_.address;
+  attempt_fd_.Reset(socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!attempt_fd_.valid()) {
+    ConnectFailed(ErrnoError(errno, "socket"));
     return;
   }
+  io_uring_sqe* sqe = GetSqe(ring_);
+  io_uring_prep_connect(sqe, attempt_fd_.get(),
+                        reinterpret_cast<const sockaddr*>(&address.storage), address.length);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kConnect));
+}
+
+// Connect, send the ClientHello, read the ServerHello's 8-byte prefix, then its body: one
+// operation at a time on the attempt's socket, each continuing where a short one stopped.
+void BackendChannel::OnConnectStep(Op op, int res) {
+  if (state_ != State::kConnecting) return;
+  const std::string& where = config_.address.text;
+  if (attempt_expired_) {
+    ConnectFailed(absl::DeadlineExceededError(absl::StrFormat(
+        "no connection and handshake with %s within %d ms", where,
+        static_cast<int>((config_.connect_timeout + wire::kHandshakeTimeout).count()))));
+    return;
+  }
+  const bool retry = res == -EINTR || res == -EAGAIN;
+  if (res < 0 && !retry) {
+    ConnectFailed(ErrnoError(
+        -res, absl::StrFormat("%s %s", op == Op::kConnect ? "connect" : "handshake with", where)));
+    return;
+  }
+  if (op == Op::kConnect) {
+    if (retry) {
+      StartConnect();
+      return;
+    }
+    TuneDataSocket(attempt_fd_.get(), config_.address.is_unix);
+    absl::StatusOr<std::string> hello = wire::EncodeHandshake(MakeClientHello(config_));
+    if (!hello.ok()) {
+      ConnectFailed(hello.status());
+      return;
+    }
+    hello_out_ = std::move(*hello);
+    hello_sent_ = 0;
+    hello_in_.assign(8, 0);
+    hello_received_ = 0;
+  } else if (res == 0) {
+    ConnectFailed(absl::UnavailableError(
+        absl::StrFormat("handshake with %s: the server closed the connection", where)));
+    return;
+  } else if (op == Op::kHelloSend) {
+    if (res > 0) hello_sent_ += static_cast<size_t>(res);
+  } else if (res > 0) {
+    hello_received_ += static_cast<size_t>(res);
+    if (hello_received_ == 8) {
+      char prefix[8];
+      std::memcpy(prefix, hello_in_.data(), sizeof(prefix));
+      absl::StatusOr<uint32_t> length = wire::HandshakeBodyLength(prefix);
+      if (!length.ok()) {
+        ConnectFailed(length.status());
+        return;
+      }
+      hello_in_.resize(8 + *length);
+    }
+    if (hello_received_ > 8 || (hello_received_ == 8 && hello_in_.size() == 8)) {
+      if (hello_received_ == hello_in_.size()) {
+        wire::ServerHello reply;
+        if (!reply.ParseFromArray(hello_in_.data() + 8, static_cast<int>(hello_in_.size() - 8))) {
+          ConnectFailed(absl::InvalidArgumentError(
+              absl::StrFormat("handshake with %s: malformed ServerHello", where)));
+          return;
+        }
+        absl::StatusOr<ServerSession> session = AcceptServerHello(config_, reply);
+        if (!session.ok()) {
+          ConnectFailed(session.status());
+          return;
+        }
+        session->fd = std::move(attempt_fd_);
+        Install(std::move(*session));
+        return;
+      }
+    }
+  }
+  io_uring_sqe* sqe = GetSqe(ring_);
+  if (hello_sent_ < hello_out_.size()) {
+    io_uring_prep_send(sqe, attempt_fd_.get(), hello_out_.data() + hello_sent_,
+                       hello_out_.size() - hello_sent_, MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, Tag(Op::kHelloSend));
+    return;
+  }
+  io_uring_prep_recv(sqe, attempt_fd_.get(), hello_in_.data() + hello_received_,
+                     hello_in_.size() - hello_received_, 0);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kHelloRecv));
+}
+
+void BackendChannel::ConnectFailed(const absl::Status& status) {
+  attempt_fd_.Reset();
   ++failed_attempts_;
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(2 * backoff_ns_, kMaxBackoffNs);
-  next_attempt_ns_ = now + backoff_ns_;
+  next_attempt_ns_ = MonotonicNs() + backoff_ns_;
   state_ = State::kDown;
-  // The first failure and then one in 30 (about a minute at the longest backoff).
+  // The first failure and then one in 30 (about half a minute at the longest backoff).
   if (failed_attempts_ == 1 || failed_attempts_ % 30 == 0) {
-    RINGFS_LOG_WARN("queue %u: cannot reach server %s (attempt %u): %s; %zu requests waiting",
-                    config_.queue, config_.address.text, failed_attempts_,
-                    result->status().message(), live_);
+    if (status.code() == absl::StatusCode::kPermissionDenied) {
+      RINGFS_LOG_ERROR("queue %u: %s; %zu requests waiting", config_.queue, status.message(),
+                       live_);
+    } else {
+      RINGFS_LOG_WARN("queue %u: cannot reach server %s (attempt %u): %s; %zu requests waiting",
+                      config_.queue, config_.address.text, failed_attempts_, status.message(),
+                      live_);
+    }
   }
 }
 
@@ -398,7 +479,16 @@ void BackendChannel::OnTick() {
 
   const uint64_t now = MonotonicNs();
   if (state_ == State::kDown && now >= next_attempt_ns_) StartConnect();
-  if (state_ == State::kConnecting) PollConnect();
+  if (state_ == State::kConnecting && !attempt_expired_ && now > attempt_deadline_ns_) {
+    // The outstanding step then completes with an error and the attempt is given up.
+    attempt_expired_ = true;
+    shutdown(attempt_fd_.get(), SHUT_RDWR);
+    for (Op op : {Op::kConnect, Op::kHelloSend, Op::kHelloRecv}) {
+      io_uring_sqe* cancel = GetSqe(ring_);
+      io_uring_prep_cancel64(cancel, Tag(op), 0);
+      io_uring_sqe_set_data64(cancel, 0);
+    }
+  }
   if (state_ == State::kDraining && now - down_since_ns_ > kDrainCancelNs) {
     // shutdown() should have completed them; make sure nothing keeps a request's buffers.
     for (Op op : {Op::kSend, Op::kRecv}) {
@@ -508,6 +598,10 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
     return;
   }
   if (((user_data >> 32) & kGenerationMask) != (generation_ & kGenerationMask)) return;
+  if (op == Op::kConnect || op == Op::kHelloSend || op == Op::kHelloRecv) {
+    OnConnectStep(op, res);
+    return;
+  }
   if (op == Op::kSend) {
     OnSend(res);
   } else if (op == Op::kRecv) {

@@ -1,8 +1,8 @@
 // One worker's connection to ringfs-server, driven entirely through the worker's own io_uring:
 // requests are queued and sent with SENDMSG (short sends continue where they stopped), replies
 // are received into the buffer each request named, and nothing here ever blocks the worker.
-// While the connection is down, requests wait; a helper thread connects and handshakes, and
-// once it is back every request still unanswered is sent again (replay). A request that reaches
+// While the connection is down, requests wait; the channel connects and handshakes through the
+// same ring, and once the connection is back every request still unanswered is sent again. A request that reaches
 // its deadline (mount option timeout=) ends with ETIMEDOUT, one that the kernel interrupts with
 // EINTR; a late reply to either is read and dropped.
 // A request's buffers belong to the channel from Submit until its answer is delivered: the
@@ -32,6 +32,7 @@
 #include "common/fuse_ops.h"
 #include "common/net.h"
 #include "common/unique_fd.h"
+#include "common/wire.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/reply_origin.h"
@@ -66,9 +67,16 @@ struct ServerSession {
   uint32_t max_inflight = 0;  // what the server accepted
 };
 
-// Opens a connection and performs the handshake (blocking, bounded by connect_timeout and the
-// handshake timeout); run by the channel's connect helper and by the mount's pre-flight check.
+// Opens a connection and performs the handshake, blocking (bounded by connect_timeout and the
+// handshake timeout): the mount's pre-flight check on the main thread. Workers connect through
+// their ring instead (BackendChannel).
 absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config);
+
+// The two halves of the handshake both ways of connecting share.
+wire::ClientHello MakeClientHello(const BackendConfig& config);
+// Checks the server's answer; the session's fd is left empty.
+absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
+                                                const wire::ServerHello& reply);
 
 // Where a reply's body lands and which sizes are acceptable for it.
 struct PendingReply {
@@ -125,7 +133,15 @@ class BackendChannel {
 
  private:
   enum class State { kDown, kConnecting, kUp, kDraining };
-  enum class Op : uint32_t { kRecv = 0, kSend = 1, kTick = 2 };
+  // Operations on the ring; while connecting exactly one of the last three is outstanding.
+  enum class Op : uint32_t {
+    kRecv = 0,
+    kSend = 1,
+    kTick = 2,
+    kConnect = 3,
+    kHelloSend = 4,
+    kHelloRecv = 5,
+  };
   enum class Stage : uint8_t { kFree, kWaiting, kQueued, kSent };
 
   struct Record {
@@ -154,13 +170,13 @@ class BackendChannel {
     size_t body;
     ReplyOrigin origin;
   };
-  struct ConnectAttempt;
   static constexpr uint32_t kOneWay = ~0u;
 
   uint64_t Tag(Op op) const;
   void OnTick();
   void StartConnect();
-  void PollConnect();
+  void OnConnectStep(Op op, int res);
+  void ConnectFailed(const absl::Status& status);
   void Install(ServerSession session);
   void Fail(std::string_view why);
   void FinishDrain();
@@ -191,7 +207,14 @@ class BackendChannel {
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   uint32_t server_max_inflight_ = 0;
-  std::shared_ptr<ConnectAttempt> attempt_;
+  // The connection being set up: socket, handshake bytes out and in, deadline.
+  UniqueFd attempt_fd_;
+  std::string hello_out_;
+  size_t hello_sent_ = 0;
+  std::vector<char> hello_in_;
+  size_t hello_received_ = 0;
+  uint64_t attempt_deadline_ns_ = 0;
+  bool attempt_expired_ = false;
   uint64_t next_attempt_ns_ = 0;
   uint64_t backoff_ns_ = 0;
   uint64_t down_since_ns_ = 0;

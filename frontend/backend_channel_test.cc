@@ -390,8 +390,8 @@ TEST(BackendChannelTest, HardWaitsForAServerThatComesBack) {
 }
 
 TEST(BackendChannelTest, NeverMoreInFlightThanTheServerAccepts) {
-  // The server accepts 2 in flight; 8 requests with 256 KiB payloads all get answered, the
-  // server never sees a third before answering, and Submit never blocks.
+  // The server accepts 2 in flight; 8 requests with 256 KiB payloads all get answered and the
+  // server never sees a third before answering.
   std::atomic<int> max_seen{0};
   UniqueFd listener = std::move(*ListenOn(*ParseSocketAddress("127.0.0.1:0")));
   sockaddr_in bound{};
@@ -432,11 +432,11 @@ TEST(BackendChannelTest, NeverMoreInFlightThanTheServerAccepts) {
     ReadRequest(conn.get());
   });
   auto h = std::make_unique<Harness>(*address);
-  auto start = std::chrono::steady_clock::now();
+  // 2 MiB of frames against a server that reads only 512 KiB before answering: Submit only
+  // queues (a blocking send here would never return, and the test would hit its timeout).
   for (uint32_t i = 0; i < 8; ++i) {
     h->Send(i, FUSE_WRITE, 100 + i, 8, 8, std::string(256 * 1024, 'd'));
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(50)) << "Submit blocked";
   h->WaitForAnswers(8);
   ASSERT_EQ(h->answers_.size(), 8u);
   for (auto& [slot, answer] : h->answers_) EXPECT_EQ(answer.header.error, 0) << slot;
