@@ -598,6 +598,44 @@ TEST_P(ExecutorTest, UnknownNodeIdsAndFhAreEstale) {
   EXPECT_EQ(client_->nodes->LookupCount(node), 1u);
 }
 
+// An offset above INT64_MAX is negative as off_t; io_uring would even take -1 as "the current
+// file position" (a READ at -1 returned data).
+TEST_P(ExecutorTest, NegativeOffsetsAreEinval) {
+  auto [node, fh] = Create(1, "n", 0644);
+  fuse_write_in w{};
+  w.fh = fh;
+  w.size = 4;
+  ASSERT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "data").error, 0);
+  for (uint64_t offset : {~uint64_t{0}, uint64_t{1} << 63}) {
+    SCOPED_TRACE(offset);
+    EXPECT_EQ(Exec(FUSE_READ, node, ReadIn(fh, offset, 4)).error, EINVAL);
+    w.offset = offset;
+    EXPECT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "evil").error, EINVAL);
+    fuse_fallocate_in falloc{};
+    falloc.fh = fh;
+    falloc.offset = offset;
+    falloc.length = 1;
+    EXPECT_EQ(Exec(FUSE_FALLOCATE, node, Bytes(falloc)).error, EINVAL);
+    falloc.offset = 0;
+    falloc.length = offset;
+    EXPECT_EQ(Exec(FUSE_FALLOCATE, node, Bytes(falloc)).error, EINVAL);
+    fuse_copy_file_range_in cfr{};
+    cfr.fh_in = fh;
+    cfr.fh_out = fh;
+    cfr.nodeid_out = node;
+    cfr.len = 4;
+    cfr.off_in = offset;
+    cfr.off_out = 8;
+    EXPECT_EQ(Exec(FUSE_COPY_FILE_RANGE, node, Bytes(cfr)).error, EINVAL);
+    cfr.off_in = 0;
+    cfr.off_out = offset;
+    EXPECT_EQ(Exec(fuse::kOpCopyFileRange64, node, Bytes(cfr)).error, EINVAL);
+  }
+  // The largest valid offset is still served.
+  EXPECT_EQ(Exec(FUSE_READ, node, ReadIn(fh, uint64_t{1} << 62, 4)).body, "");
+  EXPECT_EQ(Slurp(dir_.Join("n")), "data");
+}
+
 // fuse_entry_out.generation comes from the file: non-zero, the same however the file is reached
 // (LOOKUP, CREATE, LINK, READDIRPLUS), different between files.
 TEST_P(ExecutorTest, EntryGenerationComesFromTheFile) {

@@ -327,6 +327,8 @@ TEST_F(WireTest, MalformedRequestsGetErrorsAndConnectionLives) {
             -ESTALE);
   EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(4242, 0, 10))).header.error,
             -ESTALE);
+  EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(1, ~0ull, 10))).header.error,
+            -EINVAL);
   EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(1, 0, 8u << 20))).header.error,
             -E2BIG);
   // FORGET and INTERRUPT have no reply: the next reply belongs to the GETATTR.
@@ -369,6 +371,33 @@ TEST_F(WireTest, LargeWriteAndRead) {
   struct stat st {};
   ASSERT_EQ(stat(export_.Join("big").c_str(), &st), 0);
   EXPECT_EQ(static_cast<size_t>(st.st_size), 2 * data.size() + 4);
+}
+
+// A READ at offset -1 went to io_uring as "read at the file position" and returned data; WRITE
+// (above the inline size, also io_uring) would have written there. Both are EINVAL now.
+TEST_F(WireTest, NegativeOffsetsAreEinval) {
+  std::ofstream(export_.Join("pos")) << "position zero";
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Reply r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("pos")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in open_in{};
+  open_in.flags = O_RDWR;
+  r = Call(*client, Frame(FUSE_OPEN, ++unique_, node, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t fh = r.As<fuse_open_out>().fh;
+  for (uint64_t offset : {~uint64_t{0}, uint64_t{1} << 63}) {
+    r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, offset, 100)));
+    EXPECT_EQ(r.header.error, -EINVAL) << offset << ": got \"" << r.body << "\"";
+    r = Call(*client, Frame(FUSE_WRITE, ++unique_, node,
+                            WriteIn(fh, offset, std::string(256 * 1024, 'w'))));
+    EXPECT_EQ(r.header.error, -EINVAL) << offset;
+  }
+  std::ifstream in(export_.Join("pos"));
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content.size(), 13u) << "a WRITE at a negative offset wrote somewhere";
+  EXPECT_EQ(content.substr(0, 13), "position zero");
 }
 
 TEST_F(WireTest, ConnectionsOfOneClientShareNodes) {
