@@ -732,6 +732,31 @@ TEST_F(WireTest, DirAttrsFollowDirectoryChangesWhenAsked) {
   EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
 }
 
+TEST_F(WireTest, ServerHelloCarriesTheInstanceId) {
+  wire::ServerHello first, second;
+  auto a = TestClient::Connect(address_, DefaultHello("mount-a"), &first);
+  auto b = TestClient::Connect(address_, DefaultHello("mount-b"), &second);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(first.instance_id(), 0u);
+  EXPECT_EQ(first.instance_id(), server_->instance_id());
+  EXPECT_EQ(second.instance_id(), first.instance_id());
+  wire::ClientHello bad = DefaultHello();
+  bad.set_wire_version(99);
+  wire::ServerHello refused;
+  auto c = TestClient::Connect(address_, bad, &refused);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(refused.result(), wire::ServerHello::VERSION_MISMATCH);
+  EXPECT_EQ(refused.instance_id(), first.instance_id());
+
+  server_->Stop();
+  StartServer();
+  wire::ServerHello restarted;
+  auto d = TestClient::Connect(address_, DefaultHello("mount-a"), &restarted);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(restarted.instance_id(), 0u);
+  EXPECT_NE(restarted.instance_id(), first.instance_id());
+}
+
 // Issue 10 on the wire: after a restart the same client (same client_id) gets node ids and fh
 // the old instance never used, the old ones answer ESTALE, and generations stay what they were.
 TEST_F(WireTest, RestartedServerNeverAliasesOldIds) {
