@@ -76,6 +76,11 @@ class NodeTable {
   virtual size_t size() const = 0;
 };
 
+// Entry generations here are GenerationOf (file_generation.h): the hash of the file's kernel
+// handle whenever name_to_handle_at works, which needs no capability; this table is mostly the
+// fallback because open_by_handle_at needs CAP_DAC_READ_SEARCH, so the generations usually
+// match what a HandleNodeTable server of the same export gives. Only a filesystem without
+// handles gets the inode number + birth time hash (computed once, when a node is created).
 class PathNodeTable final : public NodeTable {
  public:
   // `root_fd` is an O_PATH fd of the export directory; it becomes node 1.
