@@ -41,10 +41,11 @@ fuse_attr_out ToAttrOut(const struct stat& st, const CacheTimes& times) {
   return out;
 }
 
-fuse_entry_out ToEntryOut(uint64_t nodeid, const struct stat& st, const CacheTimes& times) {
+fuse_entry_out ToEntryOut(uint64_t nodeid, uint64_t generation, const struct stat& st,
+                          const CacheTimes& times) {
   fuse_entry_out out{};
   out.nodeid = nodeid;
-  out.generation = 0;
+  out.generation = generation;
   out.entry_valid = times.entry_ns / kNsPerSec;
   out.entry_valid_nsec = static_cast<uint32_t>(times.entry_ns % kNsPerSec);
   out.attr_valid = times.attr_ns / kNsPerSec;

@@ -20,7 +20,9 @@ struct CacheTimes {
 
 fuse_attr ToFuseAttr(const struct stat& st);
 fuse_attr_out ToAttrOut(const struct stat& st, const CacheTimes& times);
-fuse_entry_out ToEntryOut(uint64_t nodeid, const struct stat& st, const CacheTimes& times);
+// `generation`: the file's (file_generation.h).
+fuse_entry_out ToEntryOut(uint64_t nodeid, uint64_t generation, const struct stat& st,
+                          const CacheTimes& times);
 fuse_kstatfs ToKstatfs(const struct statvfs& st);
 
 }  // namespace ringfs::server

@@ -309,7 +309,7 @@ TEST_P(ExecutorTest, ReaddirOffsetsContinue) {
   fuse_release_in rel{};
   rel.fh = fh;
   EXPECT_EQ(Exec(FUSE_RELEASEDIR, 1, Bytes(rel)).error, 0);
-  EXPECT_EQ(Exec(FUSE_READDIR, 1, ReadIn(fh, 0, 4096)).error, EBADF);
+  EXPECT_EQ(Exec(FUSE_READDIR, 1, ReadIn(fh, 0, 4096)).error, ESTALE);
 }
 
 TEST_P(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
@@ -334,7 +334,7 @@ TEST_P(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
   Exec(FUSE_BATCH_FORGET, 0, Bytes(batch) + Bytes(one));
   EXPECT_EQ(client_->nodes->LookupCount(x), 0u);
   fuse_getattr_in g{};
-  EXPECT_EQ(Exec(FUSE_GETATTR, x, Bytes(g)).error, ENOENT);
+  EXPECT_EQ(Exec(FUSE_GETATTR, x, Bytes(g)).error, ESTALE);
 }
 
 TEST_P(ExecutorTest, Xattrs) {
@@ -387,7 +387,7 @@ TEST_P(ExecutorTest, StatfsAccessSeekAllocateCopy) {
   EXPECT_EQ(Exec(FUSE_ACCESS, node, Bytes(access), 2000, 2000).error, EACCES);
   access.mask = X_OK;
   EXPECT_EQ(Exec(FUSE_ACCESS, node, Bytes(access), 0, 0).error, EACCES);
-  EXPECT_EQ(Exec(FUSE_ACCESS, 4711, Bytes(access)).error, ENOENT);
+  EXPECT_EQ(Exec(FUSE_ACCESS, 4711, Bytes(access)).error, ESTALE);
 
   fuse_fallocate_in falloc{};
   falloc.fh = fh;
@@ -430,7 +430,7 @@ TEST_P(ExecutorTest, StatfsAccessSeekAllocateCopy) {
   EXPECT_EQ(r.As<fuse::CopyFileRangeOut>().bytes_copied, 4u);
   EXPECT_EQ(Slurp(dir_.Join("copy")), std::string("\0\0tail", 6));
   cfr.fh_out = 999;
-  EXPECT_EQ(Exec(FUSE_COPY_FILE_RANGE, node, Bytes(cfr)).error, EBADF);
+  EXPECT_EQ(Exec(FUSE_COPY_FILE_RANGE, node, Bytes(cfr)).error, ESTALE);
 
   fuse_fsync_in fs{};
   fs.fh = fh;
@@ -493,7 +493,7 @@ TEST_P(ExecutorTest, NodeOfDeletedFile) {
   }
   EXPECT_EQ(LookupId(1, "gone"), 0u);
   Exec(FUSE_FORGET, node, Bytes(fuse_forget_in{1}));
-  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ENOENT);
+  EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ESTALE);
 }
 
 // A NodeTable that answers ESTALE for one node: a filesystem that will not reopen an unlinked
@@ -506,7 +506,8 @@ class StaleNodeTable final : public NodeTable {
     if (nodeid == stale_) return ErrnoError(ESTALE, "test: stale");
     return inner_->Get(nodeid);
   }
-  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override {
+  bool Contains(uint64_t nodeid) const override { return inner_->Contains(nodeid); }
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override {
     return inner_->AddLookup(std::move(fd), st);
   }
   void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
@@ -546,6 +547,147 @@ TEST_P(ExecutorTest, StaleNodeServedThroughAnOpenHandle) {
   release.fh = fh;
   ASSERT_EQ(Exec(FUSE_RELEASE, node, Bytes(release)).error, 0);
   EXPECT_EQ(Exec(FUSE_GETATTR, node, Bytes(fuse_getattr_in{})).error, ESTALE);
+}
+
+// Issue 10: ids the client did not get from this table (here: from an older server instance)
+// answer ESTALE for every kind of request, never reach another object, and leave no trace.
+TEST_P(ExecutorTest, UnknownNodeIdsAndFhAreEstale) {
+  auto [node, fh] = Create(1, "mine", 0644);
+  ASSERT_NE(node, 0u);
+  uint64_t unknown_node = node ^ 0x5a5a5a5a5a5a5a5aull;
+  uint64_t unknown_fh = fh ^ 0x5a5a5a5a5a5a5a5aull;
+  for (uint64_t id : {unknown_node, uint64_t{2}, uint64_t{3}}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(Exec(FUSE_LOOKUP, id, CName("mine")).error, ESTALE);
+    EXPECT_EQ(Exec(FUSE_GETATTR, id, Bytes(fuse_getattr_in{})).error, ESTALE);
+    fuse_open_in open_in{};
+    open_in.flags = O_RDWR;
+    EXPECT_EQ(Exec(FUSE_OPEN, id, Bytes(open_in)).error, ESTALE);
+    EXPECT_EQ(Exec(FUSE_OPENDIR, id, Bytes(open_in)).error, ESTALE);
+    fuse_create_in create{};
+    create.flags = O_RDWR | O_CREAT;
+    create.mode = S_IFREG | 0644;
+    EXPECT_EQ(Exec(FUSE_CREATE, id, Bytes(create) + CName("x")).error, ESTALE);
+    fuse_mkdir_in mkdir_in{};
+    mkdir_in.mode = 0755;
+    EXPECT_EQ(Exec(FUSE_MKDIR, id, Bytes(mkdir_in) + CName("d")).error, ESTALE);
+    EXPECT_EQ(Exec(FUSE_UNLINK, id, CName("mine")).error, ESTALE);
+    Exec(FUSE_FORGET, id, Bytes(fuse_forget_in{1}));  // ignored
+  }
+  for (uint64_t id : {unknown_fh, uint64_t{1}, uint64_t{2}}) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(Exec(FUSE_READ, node, ReadIn(id, 0, 10)).error, ESTALE);
+    fuse_write_in w{};
+    w.fh = id;
+    w.size = 1;
+    EXPECT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "w").error, ESTALE);
+    fuse_flush_in flush{};
+    flush.fh = id;
+    EXPECT_EQ(Exec(FUSE_FLUSH, node, Bytes(flush)).error, ESTALE);
+    fuse_fsync_in fsync_in{};
+    fsync_in.fh = id;
+    EXPECT_EQ(Exec(FUSE_FSYNC, node, Bytes(fsync_in)).error, ESTALE);
+    EXPECT_EQ(Exec(FUSE_READDIR, 1, ReadIn(id, 0, 4096)).error, ESTALE);
+    fuse_release_in release{};
+    release.fh = id;
+    EXPECT_EQ(Exec(FUSE_RELEASE, node, Bytes(release)).error, ESTALE);
+  }
+  EXPECT_EQ(Stat("mine").st_size, 0);
+  EXPECT_EQ(access(dir_.Join("x").c_str(), F_OK), -1);
+  EXPECT_EQ(access(dir_.Join("d").c_str(), F_OK), -1);
+  EXPECT_EQ(client_->nodes->LookupCount(node), 1u);
+}
+
+// An offset above INT64_MAX is negative as off_t; io_uring would even take -1 as "the current
+// file position" (a READ at -1 returned data).
+TEST_P(ExecutorTest, NegativeOffsetsAreEinval) {
+  auto [node, fh] = Create(1, "n", 0644);
+  fuse_write_in w{};
+  w.fh = fh;
+  w.size = 4;
+  ASSERT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "data").error, 0);
+  for (uint64_t offset : {~uint64_t{0}, uint64_t{1} << 63}) {
+    SCOPED_TRACE(offset);
+    EXPECT_EQ(Exec(FUSE_READ, node, ReadIn(fh, offset, 4)).error, EINVAL);
+    w.offset = offset;
+    EXPECT_EQ(Exec(FUSE_WRITE, node, Bytes(w) + "evil").error, EINVAL);
+    fuse_fallocate_in falloc{};
+    falloc.fh = fh;
+    falloc.offset = offset;
+    falloc.length = 1;
+    EXPECT_EQ(Exec(FUSE_FALLOCATE, node, Bytes(falloc)).error, EINVAL);
+    falloc.offset = 0;
+    falloc.length = offset;
+    EXPECT_EQ(Exec(FUSE_FALLOCATE, node, Bytes(falloc)).error, EINVAL);
+    fuse_copy_file_range_in cfr{};
+    cfr.fh_in = fh;
+    cfr.fh_out = fh;
+    cfr.nodeid_out = node;
+    cfr.len = 4;
+    cfr.off_in = offset;
+    cfr.off_out = 8;
+    EXPECT_EQ(Exec(FUSE_COPY_FILE_RANGE, node, Bytes(cfr)).error, EINVAL);
+    cfr.off_in = 0;
+    cfr.off_out = offset;
+    EXPECT_EQ(Exec(fuse::kOpCopyFileRange64, node, Bytes(cfr)).error, EINVAL);
+  }
+  // The largest valid offset is still served.
+  EXPECT_EQ(Exec(FUSE_READ, node, ReadIn(fh, uint64_t{1} << 62, 4)).body, "");
+  EXPECT_EQ(Slurp(dir_.Join("n")), "data");
+}
+
+// fuse_entry_out.generation comes from the file: non-zero, the same however the file is reached
+// (LOOKUP, CREATE, LINK, READDIRPLUS), different between files.
+TEST_P(ExecutorTest, EntryGenerationComesFromTheFile) {
+  fuse_create_in create{};
+  create.flags = O_RDWR | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  ExecResult created = Exec(FUSE_CREATE, 1, Bytes(create) + CName("g"));
+  ASSERT_EQ(created.error, 0);
+  const fuse_entry_out g = created.As<fuse_entry_out>();
+  EXPECT_NE(g.generation, 0u);
+  ExecResult looked_up = Exec(FUSE_LOOKUP, 1, CName("g"));
+  ASSERT_EQ(looked_up.error, 0);
+  EXPECT_EQ(looked_up.As<fuse_entry_out>().generation, g.generation);
+  fuse_link_in link_in{};
+  link_in.oldnodeid = g.nodeid;
+  ExecResult linked = Exec(FUSE_LINK, 1, Bytes(link_in) + CName("g2"));
+  ASSERT_EQ(linked.error, 0);
+  EXPECT_EQ(linked.As<fuse_entry_out>().generation, g.generation);
+
+  fuse_mkdir_in mkdir_in{};
+  mkdir_in.mode = 0755;
+  ExecResult dir = Exec(FUSE_MKDIR, 1, Bytes(mkdir_in) + CName("d"));
+  ASSERT_EQ(dir.error, 0);
+  EXPECT_NE(dir.As<fuse_entry_out>().generation, 0u);
+  EXPECT_NE(dir.As<fuse_entry_out>().generation, g.generation);
+  ExecResult sym = Exec(FUSE_SYMLINK, 1, CName("s") + CName("target"));
+  ASSERT_EQ(sym.error, 0);
+  EXPECT_NE(sym.As<fuse_entry_out>().generation, 0u);
+  fuse_mknod_in mknod_in{};
+  mknod_in.mode = S_IFIFO | 0644;
+  ExecResult fifo = Exec(FUSE_MKNOD, 1, Bytes(mknod_in) + CName("p"));
+  ASSERT_EQ(fifo.error, 0);
+  EXPECT_NE(fifo.As<fuse_entry_out>().generation, 0u);
+
+  fuse_open_in open_in{};
+  const uint64_t dir_fh = Exec(FUSE_OPENDIR, 1, Bytes(open_in)).As<fuse_open_out>().fh;
+  ExecResult plus = Exec(FUSE_READDIRPLUS, 1, ReadIn(dir_fh, 0, 8192));
+  ASSERT_EQ(plus.error, 0);
+  int seen = 0;
+  for (size_t pos = 0; pos < plus.body.size();) {
+    fuse_entry_out entry;
+    fuse_dirent dirent;
+    std::memcpy(&entry, plus.body.data() + pos, sizeof(entry));
+    std::memcpy(&dirent, plus.body.data() + pos + sizeof(entry), FUSE_NAME_OFFSET);
+    const std::string name(plus.body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dirent.namelen);
+    if (name == "g" || name == "g2") {
+      EXPECT_EQ(entry.generation, g.generation) << name;
+      ++seen;
+    }
+    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + dirent.namelen);
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tables, ExecutorTest, ::testing::Values("path", "handles"),

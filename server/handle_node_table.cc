@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "proto/fuse_abi.h"
 #include "server/export_fs.h"
+#include "server/file_generation.h"
 
 namespace ringfs::server {
 namespace {
@@ -34,6 +35,7 @@ absl::StatusOr<std::unique_ptr<HandleNodeTable>> HandleNodeTable::Create(
   root.dev = root_st.st_dev;
   root.ino = root_st.st_ino;
   root.type = root_st.st_mode & S_IFMT;
+  root.generation = HandleGeneration(root_handle);
   root.pinned = MakeNode(fuse::kRootNodeId, std::move(root_fd), root.dev, root.ino, root.type);
   absl::MutexLock lock(&table->mu_);
   table->by_inode_[{root.dev, root.ino}] = fuse::kRootNodeId;
@@ -73,7 +75,7 @@ absl::StatusOr<NodeRef> HandleNodeTable::Get(uint64_t nodeid) const {
   {
     absl::MutexLock lock(&mu_);
     auto it = by_id_.find(nodeid);
-    if (it == by_id_.end()) return ErrnoError(ENOENT, "unknown node id");
+    if (it == by_id_.end()) return ErrnoError(ESTALE, "unknown node id");
     const Entry& entry = it->second;
     if (entry.pinned != nullptr) return entry.pinned;
     if (NodeRef node = entry.open.lock()) {
@@ -113,12 +115,16 @@ absl::StatusOr<NodeRef> HandleNodeTable::Get(uint64_t nodeid) const {
   return node;
 }
 
-absl::StatusOr<uint64_t> HandleNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
-  // Taken before the lock (a syscall). No handle, or one from another mount: the node is pinned.
+absl::StatusOr<EntryIds> HandleNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
+  // Taken before the lock (syscalls). No handle, or one from another mount or st_dev: the node
+  // is pinned (a handle from another mount still gives the generation).
   std::optional<InodeHandle> handle;
-  if (st.st_dev == root_dev_) {
-    absl::StatusOr<InodeHandle> taken = HandleOf(fd.get());
-    if (taken.ok() && taken->mount_id == root_mount_id_) handle = *std::move(taken);
+  uint64_t generation;
+  if (absl::StatusOr<InodeHandle> taken = HandleOf(fd.get()); taken.ok()) {
+    generation = HandleGeneration(*taken);
+    if (st.st_dev == root_dev_ && taken->mount_id == root_mount_id_) handle = *std::move(taken);
+  } else {
+    generation = GenerationWithoutHandle(fd.get(), st);
   }
   NodeRef node;     // both dropped after the lock, so no close() runs under it
   NodeRef evicted;
@@ -126,8 +132,8 @@ absl::StatusOr<uint64_t> HandleNodeTable::AddLookup(UniqueFd fd, const struct st
   const InodeKey key{st.st_dev, st.st_ino};
   if (auto it = by_inode_.find(key); it != by_inode_.end()) {
     const uint64_t id = it->second;
-    if (id == fuse::kRootNodeId) return id;
     Entry& entry = by_id_.at(id);
+    if (id == fuse::kRootNodeId) return EntryIds{id, entry.generation};
     // A pinned node holds its inode, so the number cannot have been reused; without a handle
     // now there is nothing better to compare than (st_dev, st_ino).
     const bool same_file =
@@ -139,19 +145,23 @@ absl::StatusOr<uint64_t> HandleNodeTable::AddLookup(UniqueFd fd, const struct st
         node = MakeNode(id, std::move(fd), entry.dev, entry.ino, entry.type);
         evicted = CacheLocked(entry, node);
       }
-      return id;  // otherwise `fd` closes after the lock: the node keeps its own fd
+      // Otherwise `fd` closes after the lock: the node keeps its own fd.
+      return EntryIds{id, entry.generation};
     }
     // The inode number was freed and now belongs to a new file: the old node's file was deleted
     // while the client still knew it. That node stays until forgotten (Get gives ESTALE); the
     // new file gets a node of its own.
     by_inode_.erase(it);
   }
-  const uint64_t id = next_id_++;
+  const uint64_t id = ids_.Next([this](uint64_t candidate) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return by_id_.contains(candidate);
+  });
   Entry entry;
   entry.lookups = 1;
   entry.dev = st.st_dev;
   entry.ino = st.st_ino;
   entry.type = st.st_mode & S_IFMT;
+  entry.generation = generation;
   node = MakeNode(id, std::move(fd), entry.dev, entry.ino, entry.type);
   if (handle.has_value()) {
     entry.handle = *std::move(handle);
@@ -161,7 +171,7 @@ absl::StatusOr<uint64_t> HandleNodeTable::AddLookup(UniqueFd fd, const struct st
   }
   by_inode_[key] = id;
   by_id_.emplace(id, std::move(entry));
-  return id;
+  return EntryIds{id, generation};
 }
 
 void HandleNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {
@@ -186,6 +196,11 @@ void HandleNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {
     }
     by_id_.erase(it);
   }
+}
+
+bool HandleNodeTable::Contains(uint64_t nodeid) const {
+  absl::MutexLock lock(&mu_);
+  return by_id_.contains(nodeid);
 }
 
 uint64_t HandleNodeTable::LookupCount(uint64_t nodeid) const {

@@ -7,7 +7,8 @@
 // files whose filesystem gives no handle.
 // Ids, the (st_dev, st_ino) dedupe, lookup counting and Forget behave as in PathNodeTable, except
 // that an inode number reused by a new file (the old file deleted while its node was still known)
-// gets a new node: the handles differ in their generation.
+// gets a new node: the handles differ in their generation. Entry generations are
+// HandleGeneration of the node's handle (file_generation.h).
 // Thread-safe; open_by_handle_at runs without the table's lock. Lock order: mu_, then the cache's.
 #pragma once
 
@@ -22,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "server/id_space.h"
 #include "server/inode_handle.h"
 #include "server/node_fd_cache.h"
 #include "server/node_table.h"
@@ -37,7 +39,8 @@ class HandleNodeTable final : public NodeTable {
   ~HandleNodeTable() override;
 
   absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override;
-  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override;
+  bool Contains(uint64_t nodeid) const override;
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;
@@ -51,6 +54,7 @@ class HandleNodeTable final : public NodeTable {
     dev_t dev = 0;
     ino_t ino = 0;
     mode_t type = 0;
+    uint64_t generation = 0;
     InodeHandle handle;              // unused when pinned
     NodeRef pinned;                  // set: the fd is kept for the node's life
     std::weak_ptr<const Node> open;  // else: the node's fd while the cache or an executor has it
@@ -74,9 +78,9 @@ class HandleNodeTable final : public NodeTable {
   // `open` is refreshed by Get, hence mutable.
   mutable absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<InodeKey, uint64_t> by_inode_ ABSL_GUARDED_BY(mu_);
-  // Ids are sequential and never reused, so a stale id from the kernel can never name a
-  // different file.
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 2;
+  // Never reused, and unrelated to any other table's ids, so a stale id from the kernel can
+  // never name a different file. Skips ids already in by_id_.
+  IdSpace ids_ ABSL_GUARDED_BY(mu_) = IdSpace(/*first_id=*/2);
 };
 
 }  // namespace ringfs::server

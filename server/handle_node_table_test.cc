@@ -54,16 +54,19 @@ class HandleNodeTableTest : public ::testing::Test {
     std::ofstream(dir_.Join(name)) << content;
   }
 
-  // LOOKUP of `name` under `parent_fd` (default: the export root); 0 on failure.
-  uint64_t Lookup(const std::string& name, int parent_fd = -1) {
+  // LOOKUP of `name` under `parent_fd` (default: the export root); zeros on failure.
+  EntryIds LookupIds(const std::string& name, int parent_fd = -1) {
     auto fd = LookupBeneath(parent_fd < 0 ? root_.get() : parent_fd, name);
     EXPECT_TRUE(fd.ok()) << name << ": " << fd.status();
-    if (!fd.ok()) return 0;
+    if (!fd.ok()) return EntryIds{};
     auto st = StatFd(fd->get());
     EXPECT_TRUE(st.ok());
-    auto id = table_->AddLookup(*std::move(fd), *st);
-    EXPECT_TRUE(id.ok()) << id.status();
-    return id.ok() ? *id : 0;
+    auto ids = table_->AddLookup(*std::move(fd), *st);
+    EXPECT_TRUE(ids.ok()) << ids.status();
+    return ids.value_or(EntryIds{});
+  }
+  uint64_t Lookup(const std::string& name, int parent_fd = -1) {
+    return LookupIds(name, parent_fd).nodeid;
   }
 
   // Fills the cache with other nodes so that none of the earlier ones keeps its fd.
@@ -129,7 +132,8 @@ TEST_F(HandleNodeTableTest, DeletedFileIsEstale) {
   // Still known (the kernel has not forgotten it), and forgotten normally.
   EXPECT_EQ(table_->LookupCount(id), 1u);
   table_->Forget(id, 1);
-  EXPECT_EQ(ToErrno(table_->Get(id).status()), ENOENT);
+  EXPECT_EQ(ToErrno(table_->Get(id).status()), ESTALE);
+  EXPECT_FALSE(table_->Contains(id));
 }
 
 TEST_F(HandleNodeTableTest, DeletedFileStillServedWhileItsFdIsOpen) {
@@ -219,7 +223,9 @@ TEST_F(HandleNodeTableTest, OtherDeviceIsPinned) {
   }
   UniqueFd shm_fd(open("/dev/shm", O_PATH | O_DIRECTORY | O_CLOEXEC));
   ASSERT_TRUE(shm_fd.valid());
-  const uint64_t id = table_->AddLookup(UniqueFd(dup(shm_fd.get())), shm).value();
+  const EntryIds ids = table_->AddLookup(UniqueFd(dup(shm_fd.get())), shm).value();
+  const uint64_t id = ids.nodeid;
+  EXPECT_NE(ids.generation, 0u);
   EXPECT_TRUE(table_->IsPinned(id));
   PushOutEverything();
   auto node = table_->Get(id);
@@ -233,7 +239,8 @@ TEST_F(HandleNodeTableTest, OtherDeviceIsPinned) {
 // old node; the new file must get a node of its own, and the old one stays stale.
 TEST_F(HandleNodeTableTest, ReusedInodeNumberGetsNewNode) {
   Touch("old");
-  const uint64_t old_id = Lookup("old");
+  const EntryIds old_ids = LookupIds("old");
+  const uint64_t old_id = old_ids.nodeid;
   struct stat old_st {};
   ASSERT_EQ(lstat(dir_.Join("old").c_str(), &old_st), 0);
   PushOutEverything();
@@ -248,9 +255,10 @@ TEST_F(HandleNodeTableTest, ReusedInodeNumberGetsNewNode) {
     if (st.st_ino == old_st.st_ino) reused = name;
   }
   if (reused.empty()) GTEST_SKIP() << "the filesystem did not reuse the inode number";
-  const uint64_t new_id = Lookup(reused);
+  const EntryIds new_ids = LookupIds(reused);
+  const uint64_t new_id = new_ids.nodeid;
   EXPECT_NE(new_id, old_id);
-  EXPECT_GT(new_id, old_id);
+  EXPECT_NE(new_ids.generation, old_ids.generation) << "a reused inode number, a new generation";
   EXPECT_EQ(Lookup(reused), new_id);  // the new node is the one found by (dev, ino) now
   EXPECT_EQ(table_->LookupCount(new_id), 2u);
   EXPECT_EQ(ToErrno(table_->Get(old_id).status()), ESTALE);
@@ -309,7 +317,9 @@ TEST_F(HandleNodeTableTest, ConcurrentGetsLookupsAndForgets) {
           // One lookup more, one forget: the count never reaches zero.
           auto fd = LookupBeneath(root_.get(), "c" + std::to_string(i));
           auto st = StatFd(fd->get());
-          if (table_->AddLookup(*std::move(fd), *st).value_or(0) != ids[i]) ++wrong;
+          if (table_->AddLookup(*std::move(fd), *st).value_or(EntryIds{}).nodeid != ids[i]) {
+            ++wrong;
+          }
           table_->Forget(ids[i], 1);
           continue;
         }

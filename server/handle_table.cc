@@ -8,7 +8,9 @@ namespace ringfs::server {
 
 uint64_t HandleTable::Add(HandleRef handle) {
   absl::MutexLock lock(&mu_);
-  uint64_t fh = next_fh_++;
+  const uint64_t fh = ids_.Next([this](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return handles_.contains(id);
+  });
   handles_[fh] = std::move(handle);
   return fh;
 }
@@ -16,7 +18,7 @@ uint64_t HandleTable::Add(HandleRef handle) {
 absl::StatusOr<HandleRef> HandleTable::Get(uint64_t fh) const {
   absl::MutexLock lock(&mu_);
   auto it = handles_.find(fh);
-  if (it == handles_.end()) return ErrnoError(EBADF, "unknown file handle");
+  if (it == handles_.end()) return ErrnoError(ESTALE, "unknown file handle");
   return it->second;
 }
 
@@ -24,7 +26,7 @@ absl::Status HandleTable::Remove(uint64_t fh) {
   HandleRef dropped;  // declared first: destroyed (fd closed) after the lock is released
   absl::MutexLock lock(&mu_);
   auto it = handles_.find(fh);
-  if (it == handles_.end()) return ErrnoError(EBADF, "unknown file handle");
+  if (it == handles_.end()) return ErrnoError(ESTALE, "unknown file handle");
   dropped = std::move(it->second);
   handles_.erase(it);
   return absl::OkStatus();

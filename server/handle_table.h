@@ -1,6 +1,9 @@
 // Open files and directories of one client, by the fh ids the server hands out in OPEN, CREATE
-// and OPENDIR. Thread-safe: any worker may add, get or remove. A Handle is shared: an executor or
-// an in-flight io_uring operation keeps its fd open after a concurrent RELEASE.
+// and OPENDIR. An fh comes from the table's own IdSpace: never 0, never reused, and never one
+// another table or server instance handed out, so an fh from an older instance is unknown here
+// (ESTALE), never another open file. Thread-safe: any worker may add, get or remove. A Handle is
+// shared: an executor or an in-flight io_uring operation keeps its fd open after a concurrent
+// RELEASE.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "server/id_space.h"
 
 namespace ringfs::server {
 
@@ -43,7 +47,7 @@ using HandleRef = std::shared_ptr<Handle>;
 class HandleTable {
  public:
   uint64_t Add(HandleRef handle);
-  // EBADF for unknown ids.
+  // ESTALE for ids this table does not know (never handed out here, or released).
   absl::StatusOr<HandleRef> Get(uint64_t fh) const;
   absl::Status Remove(uint64_t fh);
   // Any open handle of node `nodeid`, or null. A scan: for the rare case of a node whose file
@@ -54,7 +58,7 @@ class HandleTable {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, HandleRef> handles_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_fh_ ABSL_GUARDED_BY(mu_) = 1;  // sequential, never reused
+  IdSpace ids_ ABSL_GUARDED_BY(mu_) = IdSpace(/*first_id=*/1);  // skips ids in handles_
 };
 
 }  // namespace ringfs::server

@@ -48,6 +48,7 @@ wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Optio
   wire::ServerHello reply;
   reply.set_wire_version(wire::kWireVersion);
   reply.set_server_id(options.server_id);
+  reply.set_instance_id(options.instance_id);
   auto refuse = [&](wire::ServerHello::Result result, std::string message) {
     reply.set_result(result);
     reply.set_message(std::move(message));

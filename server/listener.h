@@ -31,6 +31,7 @@ class Listener {
     std::string token;   // empty: no authentication
     uint32_t max_inflight = wire::kDefaultMaxInflight;
     std::string server_id;
+    uint64_t instance_id = 0;  // ServerHello.instance_id (id_space.h DrawInstanceId)
   };
   using Handoff = std::function<void(ConnectionSetup)>;
 

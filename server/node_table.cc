@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "proto/fuse_abi.h"
+#include "server/file_generation.h"
 
 namespace ringfs::server {
 
@@ -15,35 +16,55 @@ PathNodeTable::PathNodeTable(UniqueFd root_fd, const struct stat& root_st) {
   root->ino = root_st.st_ino;
   root->type = root_st.st_mode & S_IFMT;
   const uint64_t id = root->id;
+  const uint64_t generation = GenerationOf(root->fd.get(), root_st);
   absl::MutexLock lock(&mu_);
   by_inode_[{root->dev, root->ino}] = id;
-  by_id_[id] = Entry{std::move(root), 1};
+  by_id_[id] = Entry{std::move(root), 1, generation};
 }
 
 absl::StatusOr<NodeRef> PathNodeTable::Get(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(nodeid);
-  if (it == by_id_.end()) return ErrnoError(ENOENT, "unknown node id");
+  if (it == by_id_.end()) return ErrnoError(ESTALE, "unknown node id");
   return it->second.node;
 }
 
-absl::StatusOr<uint64_t> PathNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
+bool PathNodeTable::Contains(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
-  InodeKey key{st.st_dev, st.st_ino};
-  if (auto it = by_inode_.find(key); it != by_inode_.end()) {
-    if (it->second != fuse::kRootNodeId) ++by_id_[it->second].lookups;
-    return it->second;  // `fd` closes here: the node keeps its first fd
+  return by_id_.contains(nodeid);
+}
+
+std::optional<EntryIds> PathNodeTable::CountKnownLocked(const InodeKey& key) {
+  auto it = by_inode_.find(key);
+  if (it == by_inode_.end()) return std::nullopt;
+  Entry& entry = by_id_.at(it->second);
+  if (it->second != fuse::kRootNodeId) ++entry.lookups;
+  return EntryIds{it->second, entry.generation};
+}
+
+absl::StatusOr<EntryIds> PathNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
+  const InodeKey key{st.st_dev, st.st_ino};
+  {
+    absl::MutexLock lock(&mu_);
+    // `fd` closes on return: the node keeps its first fd.
+    if (std::optional<EntryIds> known = CountKnownLocked(key)) return *known;
   }
+  // Syscalls, so unlocked; only for files the table does not know yet.
+  const uint64_t generation = GenerationOf(fd.get(), st);
+  absl::MutexLock lock(&mu_);
+  if (std::optional<EntryIds> known = CountKnownLocked(key)) return *known;  // raced
   auto node = std::make_shared<Node>();
-  node->id = next_id_++;
+  node->id = ids_.Next([this](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return by_id_.contains(id);
+  });
   node->fd = std::move(fd);
   node->dev = st.st_dev;
   node->ino = st.st_ino;
   node->type = st.st_mode & S_IFMT;
-  uint64_t id = node->id;
+  const uint64_t id = node->id;
   by_inode_[key] = id;
-  by_id_[id] = Entry{std::move(node), 1};
-  return id;
+  by_id_[id] = Entry{std::move(node), 1, generation};
+  return EntryIds{id, generation};
 }
 
 void PathNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {

@@ -3,8 +3,10 @@
 // O_PATH fd per node, so open fds grow with the nodes a client knows; it is the fallback when
 // file handles cannot be used. HandleNodeTable (handle_node_table.h) remembers nodes by kernel
 // file handles and keeps fds open for a bounded number of them only.
-// Ids are sequential per table, never reused, and live until FORGET; one node per (st_dev,
-// st_ino). Thread-safe: every method may be called from any worker thread.
+// Ids come from the table's own IdSpace (id_space.h): never reused, and never handed out by
+// another table or server instance, so an id from an older instance is unknown here (ESTALE),
+// never another file. They live until FORGET; one node per (st_dev, st_ino).
+// Thread-safe: every method may be called from any worker thread.
 #pragma once
 
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -19,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "server/id_space.h"
 
 namespace ringfs::server {
 
@@ -39,19 +43,29 @@ struct Node {
 };
 using NodeRef = std::shared_ptr<const Node>;
 
+// What an entry reply names: the node id and the file's generation (file_generation.h).
+struct EntryIds {
+  uint64_t nodeid = 0;
+  uint64_t generation = 0;
+};
+
 class NodeTable {
  public:
   virtual ~NodeTable() = default;
 
-  // The node with this id, or ENOENT. A table that reopens nodes answers ESTALE when the file no
-  // longer exists (deleted while the client still knew it).
+  // The node with this id. ESTALE for an id this table does not know (never handed out here,
+  // e.g. one from an older server instance, or forgotten), and, in a table that reopens nodes,
+  // when the file no longer exists (deleted while the client still knew it).
   virtual absl::StatusOr<NodeRef> Get(uint64_t nodeid) const = 0;
+
+  // Whether `nodeid` names a node of this table (until its FORGET).
+  virtual bool Contains(uint64_t nodeid) const = 0;
 
   // Adds one lookup to the node for (st.st_dev, st.st_ino), creating it from `fd` (an O_PATH fd
   // of that file) if it is new; an already known node keeps its own fd, or adopts `fd` if it has
-  // none open; otherwise `fd` is closed. Returns the node id. The root is returned as 1 and is
-  // not counted.
-  virtual absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) = 0;
+  // none open; otherwise `fd` is closed. Returns the node id and the file's generation. The root
+  // is returned as 1 and is not counted.
+  virtual absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) = 0;
 
   // Subtracts `nlookup` lookups; the node is dropped (fd closed once unused) at zero. Unknown ids
   // and the root are ignored.
@@ -62,13 +76,19 @@ class NodeTable {
   virtual size_t size() const = 0;
 };
 
+// Entry generations here are GenerationOf (file_generation.h): the hash of the file's kernel
+// handle whenever name_to_handle_at works, which needs no capability; this table is mostly the
+// fallback because open_by_handle_at needs CAP_DAC_READ_SEARCH, so the generations usually
+// match what a HandleNodeTable server of the same export gives. Only a filesystem without
+// handles gets the inode number + birth time hash (computed once, when a node is created).
 class PathNodeTable final : public NodeTable {
  public:
   // `root_fd` is an O_PATH fd of the export directory; it becomes node 1.
   PathNodeTable(UniqueFd root_fd, const struct stat& root_st);
 
   absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override;
-  absl::StatusOr<uint64_t> AddLookup(UniqueFd fd, const struct stat& st) override;
+  bool Contains(uint64_t nodeid) const override;
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;
@@ -77,15 +97,19 @@ class PathNodeTable final : public NodeTable {
   struct Entry {
     NodeRef node;
     uint64_t lookups = 0;
+    uint64_t generation = 0;
   };
   using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
+
+  // One more lookup of the node for `key`, if there is one.
+  std::optional<EntryIds> CountKnownLocked(const InodeKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> by_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<InodeKey, uint64_t> by_inode_ ABSL_GUARDED_BY(mu_);
-  // Ids are sequential and never reused, so a stale id from the kernel can never name a
-  // different file.
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 2;
+  // Never reused, and unrelated to any other table's ids, so a stale id from the kernel can
+  // never name a different file. Skips ids already in by_id_.
+  IdSpace ids_ ABSL_GUARDED_BY(mu_) = IdSpace(/*first_id=*/2);
 };
 
 }  // namespace ringfs::server

@@ -70,9 +70,9 @@ fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
   if (!fd.ok()) return out;
   auto st = StatFd(fd->get());
   if (!st.ok()) return out;
-  auto nodeid = ctx.client->nodes->AddLookup(*std::move(fd), *st);
-  if (!nodeid.ok()) return out;
-  return ToEntryOut(*nodeid, *st, ctx.times);
+  auto ids = ctx.client->nodes->AddLookup(*std::move(fd), *st);
+  if (!ids.ok()) return out;
+  return ToEntryOut(ids->nodeid, ids->generation, *st, ctx.times);
 }
 
 }  // namespace

@@ -27,8 +27,8 @@ absl::Status FinishCreate(const OpContext& ctx, int parent_fd, std::string_view 
     return owned;
   }
   ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-  ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(fd), st));
-  body.Put(ToEntryOut(nodeid, st, ctx.times));
+  ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(fd), st));
+  body.Put(ToEntryOut(ids.nodeid, ids.generation, st, ctx.times));
   return absl::OkStatus();
 }
 

@@ -116,8 +116,8 @@ absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody&
     if (!created && (a.open_flags & FUSE_OPEN_KILL_SUIDGID)) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
     ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(fd.get()));
     ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-    ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(path_fd), st));
-    return ToEntryOut(nodeid, st, ctx.times);
+    ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(path_fd), st));
+    return ToEntryOut(ids.nodeid, ids.generation, st, ctx.times);
   };
   absl::StatusOr<fuse_entry_out> entry = finish();
   if (!entry.ok()) {

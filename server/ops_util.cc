@@ -14,6 +14,8 @@ namespace ringfs::server {
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid) {
   absl::StatusOr<NodeRef> node = ctx.client->nodes->Get(nodeid);
   if (node.ok() || ToErrno(node.status()) != ESTALE) return node;
+  // An id this table never handed out (an older server instance's) has no handles: no scan.
+  if (!ctx.client->nodes->Contains(nodeid)) return node;
   // fchmod, fchown, futimens or fgetxattr of an unlinked file the client still has open reach
   // us with its node id only. Most filesystems reopen such a file by handle anyway; for those
   // that do not, the open handle still reaches it.
@@ -38,8 +40,8 @@ absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view na
                         ReplyBody& body) {
   ASSIGN_OR_RETURN(UniqueFd fd, LookupBeneath(parent_fd, name));
   ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-  ASSIGN_OR_RETURN(uint64_t nodeid, ctx.client->nodes->AddLookup(std::move(fd), st));
-  body.Put(ToEntryOut(nodeid, st, ctx.times));
+  ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(fd), st));
+  body.Put(ToEntryOut(ids.nodeid, ids.generation, st, ctx.times));
   return absl::OkStatus();
 }
 

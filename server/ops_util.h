@@ -11,10 +11,10 @@
 
 namespace ringfs::server {
 
-// ENOENT if unknown. A node whose file is gone from the namespace (ESTALE from the table) but
-// still open through one of the client's handles is served from that handle's fd.
+// ESTALE if unknown. A known node whose file is gone from the namespace (ESTALE from the table)
+// but still open through one of the client's handles is served from that handle's fd.
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid);
-absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // EBADF if unknown
+absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // ESTALE if unknown
 
 // Looks `name` up under `parent_fd`, adds one lookup to its node and writes fuse_entry_out.
 absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,

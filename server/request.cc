@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
@@ -237,6 +238,28 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
   }
 }
 
+// The host takes offsets as off_t/loff_t, where a value above INT64_MAX is negative; io_uring
+// even reads or writes at the fd's current position for an offset of -1 (a READ at -1 answered
+// with data). Refused here as pread(2) refuses a negative offset. LSEEK is left to the host:
+// the kernel sends it only for SEEK_DATA/SEEK_HOLE, where lseek(2) itself answers a negative
+// offset (ENXIO), as on a local file.
+absl::Status CheckOffsets(const RequestArgs& args) {
+  auto negative = [](uint64_t value) {
+    return value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  };
+  bool bad = false;
+  if (const auto* a = std::get_if<ReadArgs>(&args)) bad = negative(a->offset);
+  if (const auto* a = std::get_if<WriteArgs>(&args)) bad = negative(a->offset);
+  if (const auto* a = std::get_if<FallocateArgs>(&args)) {
+    bad = negative(a->offset) || negative(a->length);
+  }
+  if (const auto* a = std::get_if<CopyFileRangeArgs>(&args)) {
+    bad = negative(a->off_in) || negative(a->off_out);
+  }
+  if (bad) return ErrnoError(EINVAL, "negative file offset");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view RejectReasonName(RejectReason reason) {
@@ -257,6 +280,8 @@ std::string_view RejectReasonName(RejectReason reason) {
       return "too_large";
     case RejectReason::kBadSize:
       return "bad_size";
+    case RejectReason::kBadOffset:
+      return "bad_offset";
     case RejectReason::kCount:
       break;
   }
@@ -316,6 +341,10 @@ absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason*
     return decoded.status();
   }
   RequestArgs args = *std::move(decoded);
+  if (absl::Status offsets = CheckOffsets(args); !offsets.ok()) {
+    *reason = RejectReason::kBadOffset;
+    return offsets;
+  }
 
   Request request;
   request.opcode = header.opcode;

@@ -118,6 +118,7 @@ enum class RejectReason : uint8_t {
   kBadName,            // a name or string: no NUL, empty, ".", "..", '/', too long
   kTooLarge,           // a size above the wire or xattr limits
   kBadSize,            // sizes inside the frame disagree with each other
+  kBadOffset,          // a file offset or length above INT64_MAX (negative as off_t)
   kCount,
 };
 std::string_view RejectReasonName(RejectReason reason);
@@ -138,6 +139,8 @@ bool IsNoReplyOpcode(uint32_t opcode);
 //  - DataLoss: the frame cannot be trusted (short header, len != frame size, unique 0):
 //    the caller closes the connection (ShouldCloseConnection()).
 //  - otherwise an ErrnoError with the errno to answer (ENOSYS, EINVAL, ENAMETOOLONG, E2BIG, ERANGE).
+//    READ, WRITE, FALLOCATE and COPY_FILE_RANGE(_64) with an offset (or FALLOCATE length) above
+//    INT64_MAX are EINVAL.
 // On error, `*reason` (when given) says why, for the frames-rejected metric.
 absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason* reason = nullptr);
 

@@ -40,6 +40,40 @@ std::string WriteIn(uint32_t size) {
   return Bytes(in);
 }
 
+std::string ReadAt(uint64_t offset) {
+  fuse_read_in in{};
+  in.fh = 1;
+  in.offset = offset;
+  in.size = 4096;
+  return Bytes(in);
+}
+
+std::string WriteAt(uint64_t offset) {
+  fuse_write_in in{};
+  in.fh = 1;
+  in.offset = offset;
+  in.size = 4;
+  return Bytes(in) + "data";
+}
+
+std::string FallocateAt(uint64_t offset, uint64_t length) {
+  fuse_fallocate_in in{};
+  in.fh = 1;
+  in.offset = offset;
+  in.length = length;
+  return Bytes(in);
+}
+
+std::string CopyAt(uint64_t off_in, uint64_t off_out) {
+  fuse_copy_file_range_in in{};
+  in.fh_in = 1;
+  in.fh_out = 2;
+  in.off_in = off_in;
+  in.off_out = off_out;
+  in.len = 4096;
+  return Bytes(in);
+}
+
 std::vector<Case> MalformedCases() {
   std::vector<Case> cases;
   cases.push_back({"short header", std::string(20, '\0'), kClose});
@@ -86,6 +120,20 @@ std::vector<Case> MalformedCases() {
                    Frame(FUSE_WRITE, 1, 2, WriteIn(wire::kMaxIoBytes + 1)), E2BIG});
   cases.push_back({"oversized READ", Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes + 1)), E2BIG});
   cases.push_back({"oversized READDIR", Frame(FUSE_READDIR, 1, 2, ReadIn(64u << 20)), E2BIG});
+  // Offsets above INT64_MAX are negative as off_t (io_uring reads at the fd position for -1).
+  constexpr uint64_t kMinusOne = ~0ull;
+  constexpr uint64_t kInt64Min = 1ull << 63;
+  cases.push_back({"READ at -1", Frame(FUSE_READ, 1, 2, ReadAt(kMinusOne)), EINVAL});
+  cases.push_back({"READ at INT64_MIN", Frame(FUSE_READ, 1, 2, ReadAt(kInt64Min)), EINVAL});
+  cases.push_back({"WRITE at -1", Frame(FUSE_WRITE, 1, 2, WriteAt(kMinusOne)), EINVAL});
+  cases.push_back({"FALLOCATE at -1", Frame(FUSE_FALLOCATE, 1, 2, FallocateAt(kMinusOne, 1)),
+                   EINVAL});
+  cases.push_back({"FALLOCATE length -1", Frame(FUSE_FALLOCATE, 1, 2, FallocateAt(0, kMinusOne)),
+                   EINVAL});
+  cases.push_back({"COPY_FILE_RANGE from -1",
+                   Frame(FUSE_COPY_FILE_RANGE, 1, 2, CopyAt(kMinusOne, 0)), EINVAL});
+  cases.push_back({"COPY_FILE_RANGE_64 to -1",
+                   Frame(fuse::kOpCopyFileRange64, 1, 2, CopyAt(0, kInt64Min)), EINVAL});
   {
     fuse_batch_forget_in in{};
     in.count = 0xffffffffu;
@@ -166,6 +214,8 @@ TEST(DecodeTest, RejectReasons) {
       {"SETXATTR size mismatch",
        Frame(FUSE_SETXATTR, 1, 1, Bytes(xattr).substr(0, 8) + CName("user.x") + "abc"),
        RejectReason::kBadSize},
+      {"READ at -1", Frame(FUSE_READ, 1, 2, ReadAt(~0ull)), RejectReason::kBadOffset},
+      {"WRITE at -1", Frame(FUSE_WRITE, 1, 2, WriteAt(~0ull)), RejectReason::kBadOffset},
   };
   for (const ReasonCase& c : cases) {
     SCOPED_TRACE(c.what);
@@ -230,6 +280,19 @@ TEST(DecodeTest, WriteAndReadSizes) {
   auto read = DecodeRequest(Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes)));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->reply_capacity, wire::kMaxIoBytes);
+}
+
+// The largest offsets off_t can hold still decode; READDIR offsets are cookies, not file offsets.
+TEST(DecodeTest, LargestOffsetsAccepted) {
+  constexpr uint64_t kMax = 0x7fffffffffffffffull;
+  for (const std::string& frame :
+       {Frame(FUSE_READ, 1, 2, ReadAt(kMax)), Frame(FUSE_WRITE, 1, 2, WriteAt(kMax)),
+        Frame(FUSE_FALLOCATE, 1, 2, FallocateAt(kMax, kMax)),
+        Frame(FUSE_COPY_FILE_RANGE, 1, 2, CopyAt(kMax, kMax)),
+        Frame(FUSE_READDIR, 1, 2, ReadAt(~0ull))}) {
+    auto request = DecodeRequest(frame);
+    EXPECT_TRUE(request.ok()) << request.status();
+  }
 }
 
 TEST(DecodeTest, NoReplyOpcodes) {

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "server/id_space.h"
 #include "server/inode_handle.h"
 #include "server/node_fd_cache.h"
 
@@ -54,6 +55,9 @@ absl::Status Server::Start() {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   server_id_ = absl::StrFormat("%s:%d", host, getpid());
+  // Also proves getrandom works before any table draws its id key (IdSpace::RandomKey).
+  ASSIGN_OR_RETURN(instance_id_, DrawInstanceId());
+  RINGFS_LOG_INFO("instance id %016x", instance_id_);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), NodeTableOptions());
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
@@ -80,6 +84,7 @@ absl::Status Server::Start() {
   options.token = config_.token;
   options.max_inflight = config_.max_inflight;
   options.server_id = server_id_;
+  options.instance_id = instance_id_;
   absl::MutexLock lock(&listener_mu_);
   listener_ = std::make_unique<Listener>(options, registry_.get(), [this](ConnectionSetup setup) {
     if (draining_.load()) return;  // a handshake that was in progress when Drain began

@@ -45,6 +45,8 @@ class Server final : public AdminBackend {
   std::string admin_address() const { return admin_ ? admin_->address() : std::string(); }
   std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
   ClientRegistry* registry() { return registry_.get(); }
+  // After Start(): this process's ServerHello.instance_id.
+  uint64_t instance_id() const { return instance_id_; }
 
   // AdminBackend.
   admin::ListSessionsResponse ListSessions() const override;
@@ -60,6 +62,7 @@ class Server final : public AdminBackend {
 
   const ServerConfig config_;
   std::string server_id_;
+  uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
   SessionTable sessions_;

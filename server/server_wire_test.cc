@@ -214,7 +214,7 @@ TEST_F(WireTest, CoreRoundTrips) {
   r = Call(*client, Frame(FUSE_RELEASE, ++unique_, entry.nodeid, Bytes(release)));
   EXPECT_EQ(r.header.error, 0);
   r = Call(*client, Frame(FUSE_READ, ++unique_, entry.nodeid, ReadIn(open.fh, 0, 10)));
-  EXPECT_EQ(r.header.error, -EBADF);
+  EXPECT_EQ(r.header.error, -ESTALE);
 
   fuse_mkdir_in mkdir_in{S_IFDIR | 0750, 0};
   r = Call(*client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("d"), 1234, 5678));
@@ -321,11 +321,14 @@ TEST_F(WireTest, MalformedRequestsGetErrorsAndConnectionLives) {
   EXPECT_EQ(Call(*client, Frame(FUSE_GETLK, ++unique_, 1, std::string(64, '\0'))).header.error,
             -ENOSYS);
   EXPECT_EQ(Call(*client, Frame(77, ++unique_, 1, "")).header.error, -ENOSYS);
+  // Ids this server never handed out are stale, not "no such file" or "bad descriptor".
   EXPECT_EQ(Call(*client, Frame(FUSE_GETATTR, ++unique_, 999, Bytes(fuse_getattr_in{})))
                 .header.error,
-            -ENOENT);
+            -ESTALE);
   EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(4242, 0, 10))).header.error,
-            -EBADF);
+            -ESTALE);
+  EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(1, ~0ull, 10))).header.error,
+            -EINVAL);
   EXPECT_EQ(Call(*client, Frame(FUSE_READ, ++unique_, 1, ReadIn(1, 0, 8u << 20))).header.error,
             -E2BIG);
   // FORGET and INTERRUPT have no reply: the next reply belongs to the GETATTR.
@@ -370,6 +373,33 @@ TEST_F(WireTest, LargeWriteAndRead) {
   EXPECT_EQ(static_cast<size_t>(st.st_size), 2 * data.size() + 4);
 }
 
+// A READ at offset -1 went to io_uring as "read at the file position" and returned data; WRITE
+// (above the inline size, also io_uring) would have written there. Both are EINVAL now.
+TEST_F(WireTest, NegativeOffsetsAreEinval) {
+  std::ofstream(export_.Join("pos")) << "position zero";
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  Reply r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("pos")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in open_in{};
+  open_in.flags = O_RDWR;
+  r = Call(*client, Frame(FUSE_OPEN, ++unique_, node, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t fh = r.As<fuse_open_out>().fh;
+  for (uint64_t offset : {~uint64_t{0}, uint64_t{1} << 63}) {
+    r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, offset, 100)));
+    EXPECT_EQ(r.header.error, -EINVAL) << offset << ": got \"" << r.body << "\"";
+    r = Call(*client, Frame(FUSE_WRITE, ++unique_, node,
+                            WriteIn(fh, offset, std::string(256 * 1024, 'w'))));
+    EXPECT_EQ(r.header.error, -EINVAL) << offset;
+  }
+  std::ifstream in(export_.Join("pos"));
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content.size(), 13u) << "a WRITE at a negative offset wrote somewhere";
+  EXPECT_EQ(content.substr(0, 13), "position zero");
+}
+
 TEST_F(WireTest, ConnectionsOfOneClientShareNodes) {
   std::ofstream(export_.Join("shared")) << "x";
   auto first = Connect(DefaultHello("mount-a"));
@@ -386,7 +416,7 @@ TEST_F(WireTest, ConnectionsOfOneClientShareNodes) {
   EXPECT_EQ(Call(*first, Frame(FUSE_READ, ++unique_, node, ReadIn(fh, 0, 10))).body, "x");
   EXPECT_EQ(Call(*other, Frame(FUSE_GETATTR, ++unique_, node, Bytes(fuse_getattr_in{})))
                 .header.error,
-            -ENOENT);
+            -ESTALE);
   // The state survives a reconnect of the same client.
   first.reset();
   second.reset();
@@ -618,7 +648,7 @@ TEST_F(WireTest, FloorModeAnswersWithoutFileIo) {
 
   // A bad handle is still refused, and metadata requests run as usual.
   r = Call(*client, Frame(FUSE_READ, ++unique_, node, ReadIn(fh + 1000, 0, 10)));
-  EXPECT_EQ(r.header.error, -EBADF);
+  EXPECT_EQ(r.header.error, -ESTALE);
   fuse_create_in create{};
   create.flags = O_RDWR | O_CREAT;
   create.mode = S_IFREG | 0644;
@@ -700,6 +730,103 @@ TEST_F(WireTest, DirAttrsFollowDirectoryChangesWhenAsked) {
   r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("d")));
   ASSERT_EQ(r.header.error, 0);
   EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
+}
+
+TEST_F(WireTest, ServerHelloCarriesTheInstanceId) {
+  wire::ServerHello first, second;
+  auto a = TestClient::Connect(address_, DefaultHello("mount-a"), &first);
+  auto b = TestClient::Connect(address_, DefaultHello("mount-b"), &second);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(first.instance_id(), 0u);
+  EXPECT_EQ(first.instance_id(), server_->instance_id());
+  EXPECT_EQ(second.instance_id(), first.instance_id());
+  wire::ClientHello bad = DefaultHello();
+  bad.set_wire_version(99);
+  wire::ServerHello refused;
+  auto c = TestClient::Connect(address_, bad, &refused);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(refused.result(), wire::ServerHello::VERSION_MISMATCH);
+  EXPECT_EQ(refused.instance_id(), first.instance_id());
+
+  server_->Stop();
+  StartServer();
+  wire::ServerHello restarted;
+  auto d = TestClient::Connect(address_, DefaultHello("mount-a"), &restarted);
+  ASSERT_TRUE(d.ok());
+  EXPECT_NE(restarted.instance_id(), 0u);
+  EXPECT_NE(restarted.instance_id(), first.instance_id());
+}
+
+// Issue 10 on the wire: after a restart the same client (same client_id) gets node ids and fh
+// the old instance never used, the old ones answer ESTALE, and generations stay what they were.
+TEST_F(WireTest, RestartedServerNeverAliasesOldIds) {
+  std::ofstream(export_.Join("old")) << "old";
+  auto client = Connect(DefaultHello("mount-a"));
+  ASSERT_NE(client, nullptr);
+  Reply r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("old")));
+  ASSERT_EQ(r.header.error, 0);
+  const fuse_entry_out old_entry = r.As<fuse_entry_out>();
+  EXPECT_NE(old_entry.generation, 0u);
+  fuse_open_in open_in{};
+  open_in.flags = O_RDWR;
+  r = Call(*client, Frame(FUSE_OPEN, ++unique_, old_entry.nodeid, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t old_fh = r.As<fuse_open_out>().fh;
+  fuse_mkdir_in mkdir_in{0755, 0};
+  r = Call(*client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("olddir")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t old_dir = r.As<fuse_entry_out>().nodeid;
+  client.reset();
+
+  server_->Stop();
+  StartServer();
+  client = Connect(DefaultHello("mount-a"));
+  ASSERT_NE(client, nullptr);
+  std::set<uint64_t> new_nodes, new_fhs;
+  for (int i = 0; i < 24; ++i) {
+    fuse_create_in create{};
+    create.flags = O_RDWR | O_CREAT;
+    create.mode = S_IFREG | 0644;
+    const std::string name = "new" + std::to_string(i);
+    r = Call(*client, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName(name)));
+    ASSERT_EQ(r.header.error, 0);
+    new_nodes.insert(r.As<fuse_entry_out>().nodeid);
+    fuse_open_out open;
+    std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+    new_fhs.insert(open.fh);
+    r = Call(*client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName(name + "d")));
+    ASSERT_EQ(r.header.error, 0);
+    new_nodes.insert(r.As<fuse_entry_out>().nodeid);
+  }
+  EXPECT_FALSE(new_nodes.contains(old_entry.nodeid));
+  EXPECT_FALSE(new_nodes.contains(old_dir));
+  EXPECT_FALSE(new_fhs.contains(old_fh));
+
+  r = Call(*client, Frame(FUSE_WRITE, ++unique_, old_entry.nodeid, WriteIn(old_fh, 0, "XX")));
+  EXPECT_EQ(r.header.error, -ESTALE);
+  r = Call(*client, Frame(FUSE_READ, ++unique_, old_entry.nodeid, ReadIn(old_fh, 0, 10)));
+  EXPECT_EQ(r.header.error, -ESTALE);
+  r = Call(*client, Frame(FUSE_GETATTR, ++unique_, old_entry.nodeid, Bytes(fuse_getattr_in{})));
+  EXPECT_EQ(r.header.error, -ESTALE);
+  fuse_create_in create{};
+  create.flags = O_RDWR | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  r = Call(*client, Frame(FUSE_CREATE, ++unique_, old_dir, Bytes(create) + CName("x")));
+  EXPECT_EQ(r.header.error, -ESTALE);
+  for (int i = 0; i < 24; ++i) {
+    const std::string name = "new" + std::to_string(i);
+    struct stat st {};
+    ASSERT_EQ(stat(export_.Join(name).c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 0) << name;
+    EXPECT_NE(access(export_.Join(name + "d/x").c_str(), F_OK), 0) << name;
+  }
+  EXPECT_NE(access(export_.Join("olddir/x").c_str(), F_OK), 0);
+
+  // Looked up again, the file gets a new node id and the generation it had before the restart.
+  r = Call(*client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("old")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.As<fuse_entry_out>().generation, old_entry.generation);
+  EXPECT_NE(r.As<fuse_entry_out>().nodeid, old_entry.nodeid);
 }
 
 TEST_F(WireTest, NoDirAttrsUnlessAsked) {

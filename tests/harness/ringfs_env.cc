@@ -121,6 +121,34 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult RingfsEnv::KillServer() {
+  if (!server_) return ::testing::AssertionFailure() << "no server";
+  server_->Kill();
+  auto status = server_->WaitExit(milliseconds(0));
+  if (!status || !WIFSIGNALED(*status) || WTERMSIG(*status) != SIGKILL) {
+    return ::testing::AssertionFailure()
+           << "ringfs-server " << (status ? DescribeWaitStatus(*status) : "not reaped")
+           << " instead of being killed by SIGKILL";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult RingfsEnv::RestartServer(const ServerOptions& options) {
+  if (server_address_.empty()) return ::testing::AssertionFailure() << "no earlier server";
+  if (server_ && server_->Running()) {
+    return ::testing::AssertionFailure() << "the earlier server is still running";
+  }
+  ServerOptions same_address = options;
+  same_address.listen = server_address_;
+  const std::string before = server_address_;
+  ::testing::AssertionResult started = StartServer(same_address);
+  if (started && server_address_ != before) {
+    return ::testing::AssertionFailure()
+           << "restarted server listens on " << server_address_ << ", not " << before;
+  }
+  return started;
+}
+
 std::vector<std::string> RingfsEnv::MountArgv(const MountOptions& options,
                                               const std::string& address) const {
   std::vector<std::string> opts;
@@ -318,6 +346,19 @@ void RingfsEnv::Teardown() {
 }
 
 Stats RingfsEnv::ReadStats() const { return ParseStats(ReadFileOrEmpty(stats_path_)); }
+
+::testing::AssertionResult RingfsEnv::WaitMountServing(milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (ReadStats().count("transport") == 0) {
+    if (Clock::now() >= deadline) {
+      return ::testing::AssertionFailure()
+             << "the mount wrote no stats file " << stats_path_ << " within " << timeout.count()
+             << " ms";
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return ::testing::AssertionSuccess();
+}
 
 std::string RingfsEnv::DescribeLogs() const {
   std::ostringstream out;

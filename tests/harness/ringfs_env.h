@@ -55,6 +55,12 @@ class RingfsEnv {
   // SIGTERM; expects exit 0 within `timeout`.
   ::testing::AssertionResult StopServer(
       std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // SIGKILL (a crash: nothing is flushed or closed by the server itself) and reap; expects the
+  // server to die by that signal. The mount keeps running.
+  ::testing::AssertionResult KillServer();
+  // Starts a new ringfs-server on the same address (same port) and export as the last one,
+  // e.g. after KillServer(). `options.listen` is ignored. Its output is appended to server.log.
+  ::testing::AssertionResult RestartServer(const ServerOptions& options = {});
 
   // Starts ringfs-mount and waits (10 s) until mountinfo lists the mountpoint as fuse.ringfs.
   // `address` defaults to the running server's.
@@ -89,6 +95,11 @@ class RingfsEnv {
   ChildProcess* server_process() { return server_.get(); }
 
   Stats ReadStats() const;
+  // Waits until the mount has written its stats file, i.e. has passed its own start-up probe
+  // (Mount() returns as soon as the kernel lists the mount, while the daemon may still be
+  // checking the path to the server, and would unmount again if the server died meanwhile).
+  ::testing::AssertionResult WaitMountServing(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10));
   // Both daemons' logs, for failure messages.
   std::string DescribeLogs() const;
 

@@ -1,0 +1,62 @@
+// HandleTable: fh never 0 and never reused, unknown fh is ESTALE, and two tables (two server
+// instances) hand out unrelated fh, so an fh from one is unknown to the other.
+#include "server/handle_table.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/status.h"
+
+namespace ringfs::server {
+namespace {
+
+HandleRef NewHandle(uint64_t nodeid = 2) {
+  return std::make_shared<Handle>(UniqueFd(), nodeid, false);
+}
+
+TEST(HandleTableTest, AddGetRemove) {
+  HandleTable table;
+  const uint64_t fh = table.Add(NewHandle(7));
+  EXPECT_NE(fh, 0u);
+  auto handle = table.Get(fh);
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ((*handle)->nodeid, 7u);
+  EXPECT_EQ(table.FindByNode(7), *handle);
+  EXPECT_TRUE(table.Remove(fh).ok());
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_EQ(ToErrno(table.Get(fh).status()), ESTALE);
+  EXPECT_EQ(ToErrno(table.Remove(fh)), ESTALE);
+}
+
+TEST(HandleTableTest, UnknownFhIsEstale) {
+  HandleTable table;
+  for (uint64_t fh : {0ull, 1ull, 2ull, 12345ull, ~0ull}) {
+    EXPECT_EQ(ToErrno(table.Get(fh).status()), ESTALE) << fh;
+  }
+}
+
+TEST(HandleTableTest, FhNeverReused) {
+  HandleTable table;
+  absl::flat_hash_set<uint64_t> seen;
+  for (int i = 0; i < 10000; ++i) {
+    const uint64_t fh = table.Add(NewHandle());
+    ASSERT_NE(fh, 0u);
+    ASSERT_TRUE(seen.insert(fh).second) << "fh " << fh << " handed out twice";
+    ASSERT_TRUE(table.Remove(fh).ok());
+  }
+}
+
+// Issue 10: a restarted server handed out fh 1, 2, 3 ... again, so a write through a descriptor
+// opened before the restart went to a file opened after it.
+TEST(HandleTableTest, AnotherInstancesFhAreUnknown) {
+  HandleTable before_restart, after_restart;
+  std::vector<uint64_t> old_fhs;
+  for (int i = 0; i < 1000; ++i) old_fhs.push_back(before_restart.Add(NewHandle()));
+  for (int i = 0; i < 1000; ++i) after_restart.Add(NewHandle());
+  for (uint64_t fh : old_fhs) {
+    EXPECT_EQ(ToErrno(after_restart.Get(fh).status()), ESTALE) << fh;
+  }
+}
+
+}  // namespace
+}  // namespace ringfs::server

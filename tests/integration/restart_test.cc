@@ -1,0 +1,237 @@
+// Issue 10 ("identity never aliases"): descriptors opened through the mount before the server
+// is killed with SIGKILL and started again on the same port and export must never reach files or
+// directories created after the restart. Each old descriptor either fails (ESTALE, or EIO while
+// the mount reconnects) or still reaches its own file. Before the fix the restarted server
+// numbered node ids and fh from scratch, so old descriptors wrote into, read from and created
+// entries inside the new objects.
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kOldFiles = 8;
+constexpr int kNewFiles = 24;
+constexpr int kOldDirs = 4;
+constexpr int kNewDirs = 60;
+// Old contents fill [0, kContentBytes); markers go right after, so a marker that lands in its
+// own file leaves the original bytes intact and is easy to find.
+constexpr size_t kContentBytes = 64;
+
+std::string Padded(std::string s) {
+  s.resize(kContentBytes, '.');
+  return s;
+}
+std::string OldContent(int i) { return Padded("old-file-" + std::to_string(i) + "-"); }
+std::string NewContent(int i) { return Padded("new-file-" + std::to_string(i) + "-"); }
+std::string Marker(int i) { return "MARKER-" + std::to_string(i) + "-"; }
+
+// Runs `attempt` (which returns 0 or an errno) until it succeeds, or fails with something other
+// than ENOTCONN (and EIO when `also_eio`), or 20 s pass. Right after the kill a queue of the
+// mount answers EIO or ENOTCONN until it has reconnected (it retries on its next request, at
+// most once a second). For old descriptors EIO is an accepted answer, so only ENOTCONN is
+// retried there.
+int RetryWhileReconnecting(const std::function<int()>& attempt, bool also_eio = true) {
+  const auto deadline = Clock::now() + seconds(20);
+  for (;;) {
+    int err = attempt();
+    const bool reconnecting = err == ENOTCONN || (also_eio && err == EIO);
+    if (!reconnecting || Clock::now() >= deadline) return err;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
+class OpenFds {
+ public:
+  ~OpenFds() {
+    for (int fd : fds_) ::close(fd);
+  }
+  void Add(int fd) { fds_.push_back(fd); }
+  int operator[](size_t i) const { return fds_[i]; }
+
+ private:
+  std::vector<int> fds_;
+};
+
+bool IsStaleOrIo(int err) { return err == ESTALE || err == EIO; }
+
+class RestartTest : public MountedTest {
+ protected:
+  // What the old descriptors got, e.g. "write: errno 116 (Stale file handle)" x 8; printed at the
+  // end of a test so a log shows which way the requests failed (or that they reached their own
+  // objects).
+  void Note(const std::string& op, int err) {
+    ++outcomes_[op + ": " + (err == 0 ? std::string("ok") : ErrnoName(err))];
+  }
+  void PrintOutcomes() const {
+    for (const auto& [what, count] : outcomes_) {
+      std::cout << "old descriptors, " << what << " x " << count << "\n";
+    }
+  }
+
+  std::map<std::string, int> outcomes_;
+
+  void KillAndRestart() {
+    ASSERT_TRUE(env_->WaitMountServing());
+    ASSERT_TRUE(env_->KillServer());
+    ASSERT_TRUE(env_->RestartServer());
+  }
+
+  // Reads up to kContentBytes at offset 0 through old descriptor `i`: it must fail with ESTALE
+  // or EIO, or return the file's own data.
+  void ExpectOldReadIsOwnOrFails(int fd, int i, const std::vector<std::string>& others) {
+    char buf[kContentBytes] = {};
+    ssize_t n = -1;
+    const int err = RetryWhileReconnecting(
+        [&] {
+          n = ::pread(fd, buf, sizeof(buf), 0);
+          return n < 0 ? errno : 0;
+        },
+        /*also_eio=*/false);
+    Note("read", n < 0 ? err : 0);
+    if (n < 0) {
+      EXPECT_TRUE(IsStaleOrIo(err)) << "old fd " << i << ": read " << ErrnoName(err);
+      return;
+    }
+    const std::string got(buf, static_cast<size_t>(n));
+    EXPECT_EQ(got, OldContent(i)) << "old fd " << i << " read another file's data";
+    for (size_t k = 0; k < others.size(); ++k) {
+      EXPECT_NE(got, others[k]) << "old fd " << i << " read the data of new file " << k;
+    }
+  }
+};
+
+TEST_P(RestartTest, OldFileDescriptorsNeverReachFilesCreatedAfterRestart) {
+  OpenFds old_fds;
+  for (int i = 0; i < kOldFiles; ++i) {
+    int fd = ::open(Mnt("old" + std::to_string(i)).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    old_fds.Add(fd);
+    ASSERT_EQ(PwriteAll(fd, OldContent(i).data(), kContentBytes, 0), 0);
+  }
+
+  KillAndRestart();
+  if (HasFatalFailure()) return;
+
+  OpenFds new_fds;
+  std::vector<std::string> new_contents;
+  for (int k = 0; k < kNewFiles; ++k) {
+    const std::string path = Mnt("new" + std::to_string(k));
+    int fd = -1;
+    int err = RetryWhileReconnecting([&] {
+      fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+      return fd < 0 ? errno : 0;
+    });
+    ASSERT_EQ(err, 0) << "create " << path << ": " << ErrnoName(err);
+    new_fds.Add(fd);
+    new_contents.push_back(NewContent(k));
+    ASSERT_EQ(PwriteAll(fd, new_contents.back().data(), kContentBytes, 0), 0);
+  }
+
+  for (int i = 0; i < kOldFiles; ++i) ExpectOldReadIsOwnOrFails(old_fds[i], i, new_contents);
+
+  std::vector<bool> written(kOldFiles, false);
+  for (int i = 0; i < kOldFiles; ++i) {
+    const std::string marker = Marker(i);
+    ssize_t n = -1;
+    const int err = RetryWhileReconnecting(
+        [&] {
+          n = ::pwrite(old_fds[i], marker.data(), marker.size(), kContentBytes);
+          return n < 0 ? errno : 0;
+        },
+        /*also_eio=*/false);
+    Note("write", n < 0 ? err : 0);
+    if (n < 0) {
+      EXPECT_TRUE(IsStaleOrIo(err)) << "old fd " << i << ": write " << ErrnoName(err);
+      continue;
+    }
+    EXPECT_EQ(static_cast<size_t>(n), marker.size());
+    written[i] = true;
+  }
+
+  for (int i = 0; i < kOldFiles; ++i) ExpectOldReadIsOwnOrFails(old_fds[i], i, new_contents);
+
+  // The export side: each marker is in its own old file or nowhere.
+  for (int k = 0; k < kNewFiles; ++k) {
+    const std::string content = ReadFile(Exp("new" + std::to_string(k)));
+    EXPECT_EQ(content, new_contents[k]) << "new file " << k << " was changed";
+    for (int i = 0; i < kOldFiles; ++i) {
+      EXPECT_EQ(content.find(Marker(i)), std::string::npos)
+          << "the write through old fd " << i << " landed in new file " << k;
+    }
+  }
+  for (int i = 0; i < kOldFiles; ++i) {
+    const std::string content = ReadFile(Exp("old" + std::to_string(i)));
+    const std::string want = written[i] ? OldContent(i) + Marker(i) : OldContent(i);
+    EXPECT_EQ(content, want) << "old file " << i;
+  }
+  PrintOutcomes();
+}
+
+TEST_P(RestartTest, OldDirectoryDescriptorsNeverReachDirectoriesCreatedAfterRestart) {
+  OpenFds old_dirs;
+  for (int i = 0; i < kOldDirs; ++i) {
+    const std::string path = Mnt("olddir" + std::to_string(i));
+    ASSERT_EQ(RINGFS_ERRNO(::mkdir(path.c_str(), 0755)), 0);
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    old_dirs.Add(fd);
+  }
+
+  KillAndRestart();
+  if (HasFatalFailure()) return;
+
+  for (int k = 0; k < kNewDirs; ++k) {
+    const std::string path = Mnt("newdir" + std::to_string(k));
+    int err = RetryWhileReconnecting([&] { return RINGFS_ERRNO(::mkdir(path.c_str(), 0755)); });
+    ASSERT_EQ(err, 0) << "mkdir " << path << ": " << ErrnoName(err);
+  }
+
+  for (int i = 0; i < kOldDirs; ++i) {
+    int fd = -1;
+    const int err = RetryWhileReconnecting(
+        [&] {
+          fd = ::openat(old_dirs[i], "x", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+          return fd < 0 ? errno : 0;
+        },
+        /*also_eio=*/false);
+    Note("openat(O_CREAT)", fd < 0 ? err : 0);
+    if (fd < 0) {
+      EXPECT_TRUE(IsStaleOrIo(err) || err == ENOENT)
+          << "old dir fd " << i << ": openat " << ErrnoName(err);
+      EXPECT_NE(::access(Exp("olddir" + std::to_string(i) + "/x").c_str(), F_OK), 0)
+          << "openat failed but created x in old dir " << i;
+      continue;
+    }
+    ::close(fd);
+    EXPECT_EQ(::access(Exp("olddir" + std::to_string(i) + "/x").c_str(), F_OK), 0)
+        << "openat through old dir fd " << i << " succeeded, but not in that directory";
+  }
+  for (int k = 0; k < kNewDirs; ++k) {
+    const std::string x = Exp("newdir" + std::to_string(k) + "/x");
+    EXPECT_NE(::access(x.c_str(), F_OK), 0) << "an old directory fd created " << x;
+  }
+  PrintOutcomes();
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);
+
+}  // namespace
+}  // namespace ringfs::testing
