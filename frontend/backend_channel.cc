@@ -16,6 +16,8 @@ namespace ringfs::frontend {
 namespace {
 
 constexpr size_t kStagingBytes = 256 * 1024;
+// Replies up to this size are received whole into staging before they are copied out.
+constexpr size_t kWholeReplyBytes = 64 * 1024;
 constexpr size_t kDiscardBytes = 64 * 1024;
 constexpr uint32_t kGenerationMask = 0xffffff;
 // Reconnect attempts start at once, then back off to this.
@@ -424,9 +426,17 @@ void BackendChannel::Fail(std::string_view why) {
 
 void BackendChannel::FinishDrain() {
   if (mode_ == RecvMode::kDirect && current_slot_ != kOneWay) {
-    // Part of its reply already overwrote the request's buffer: it cannot be sent again.
-    records_[current_slot_]->end_error = EIO;
-    records_[current_slot_]->end_origin = ReplyOrigin::kConnectionLost;
+    // Part of its reply has landed in the request's buffer. If that overwrote bytes of the
+    // request itself (a GETXATTR's name, say), the request can no longer be sent again.
+    Record& r = *records_[current_slot_];
+    const char* written_end = r.reply.body + current_received_;
+    for (int i = 1; i < r.iovcnt; ++i) {
+      const char* part = static_cast<const char*>(r.iov[i].iov_base);
+      if (part < written_end && r.reply.body < part + r.iov[i].iov_len) {
+        r.end_error = EIO;
+        r.end_origin = ReplyOrigin::kConnectionLost;
+      }
+    }
   }
   fd_.Reset();
   ++generation_;
@@ -661,6 +671,12 @@ void BackendChannel::ParseStaging() {
   while (staging_end_ - staging_begin_ >= sizeof(fuse_out_header)) {
     fuse_out_header header;
     std::memcpy(&header, staging_.data() + staging_begin_, sizeof(header));
+    // A small reply is copied only once it is whole: until then the request's buffer (whose
+    // payload may share it, e.g. a LOOKUP's name) stays intact and can be sent again.
+    if (header.len >= sizeof(header) && header.len - sizeof(header) <= kWholeReplyBytes &&
+        staging_end_ - staging_begin_ < header.len) {
+      break;
+    }
     if (!BeginReply(header)) return;  // the connection was failed
     staging_begin_ += sizeof(header);
     size_t take = std::min(staging_end_ - staging_begin_, current_body_);

@@ -99,7 +99,7 @@ class ReplySink {
 
 class BackendChannel {
  public:
-  // How often deadlines, interrupts and the connect helper are looked at.
+  // How often deadlines, interrupts and connection attempts are looked at.
   static constexpr std::chrono::milliseconds kTickInterval{100};
 
   // `kind` is the tag the worker routes to OnCompletion (user_data bits 56..63).

@@ -118,16 +118,20 @@ class Harness : public ReplySink {
     answers_[slot] = {header, body_size, origin};
   }
   // Submits a request whose reply may have [min, max] body bytes, into buffer `slot`.
+  // With `reply_over_payload` the reply lands where the payload is, as on the ring transport.
   void Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max,
-            std::string payload = "") {
+            std::string payload = "", bool reply_over_payload = false) {
     fuse_in_header in{};
     in.opcode = opcode;
     in.unique = unique;
     in.nodeid = 1;
     buffers_[slot].assign(2 << 20, 0);
+    size_t payload_size = payload.size();
     payloads_[slot] = std::move(payload);
-    PendingReply reply{slot, opcode, buffers_[slot].data(), buffers_[slot].size(), min, max};
-    iovec part{payloads_[slot].data(), payloads_[slot].size()};
+    if (reply_over_payload) payloads_[slot].resize(2 << 20);
+    char* body = reply_over_payload ? payloads_[slot].data() : buffers_[slot].data();
+    PendingReply reply{slot, opcode, body, size_t{2} << 20, min, max};
+    iovec part{payloads_[slot].data(), payload_size};
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
   // Runs completions until `done()` (or a generous deadline).
@@ -279,6 +283,49 @@ TEST(BackendChannelTest, ServerDeathResendsOnReconnect) {
   EXPECT_EQ(h.answers_[0].header.error, 0);
   EXPECT_EQ(h.buffers_[0][0], 'z');
   EXPECT_EQ(h.channel().reconnects(), 1u);
+}
+
+TEST(BackendChannelTest, RepliesCutMidwayAreResentWhileTheRequestIsIntact) {
+  // Each connection dies while sending part of one reply. The READ's reply lands outside its
+  // request bytes and a small LOOKUP reply is not copied until whole, so both are sent again;
+  // the GETXATTR, whose large reply shares its buffer with its name (as on the ring), ends with
+  // EIO once part of the value has overwritten the name.
+  std::atomic<int> connections{0};
+  std::string big(1 << 20, 'r');
+  ScriptedServer server([&](int fd) {
+    int n = ++connections;
+    std::map<uint32_t, uint64_t> by_op;
+    for (int i = 0; i < (n <= 2 ? 3 : 2); ++i) {
+      fuse_in_header in = ReadRequest(fd);
+      by_op[in.opcode] = in.unique;
+    }
+    auto partial = [fd](uint64_t unique, size_t body, size_t send) {
+      fuse_out_header out{static_cast<uint32_t>(sizeof(out) + body), 0, unique};
+      std::string bytes(send, 'p');
+      (void)SendAll(fd, &out, sizeof(out), milliseconds(1000));
+      (void)SendAll(fd, bytes.data(), bytes.size(), milliseconds(1000));
+    };
+    if (n == 1) return partial(by_op[FUSE_READ], big.size(), big.size() / 2);
+    if (n == 2) return partial(by_op[FUSE_GETXATTR], 200 * 1024, 100 * 1024);
+    if (n == 3) return partial(by_op[FUSE_LOOKUP], 128, 60);
+    WriteReply(fd, by_op[FUSE_LOOKUP], 0, std::string(128, 'L'));
+    WriteReply(fd, by_op[FUSE_READ], 0, big);
+    ReadRequest(fd);
+  });
+  Harness h(server.address());
+  h.Send(0, FUSE_READ, 1, 0, 1 << 20);
+  h.Send(1, FUSE_LOOKUP, 2, 128, 128, "name", /*reply_over_payload=*/true);
+  h.Send(2, FUSE_GETXATTR, 3, 0, 1 << 20, "user.x", /*reply_over_payload=*/true);
+  h.WaitForAnswers(3, milliseconds(15000));
+  ASSERT_EQ(h.answers_.size(), 3u);
+  EXPECT_EQ(h.answers_[0].header.error, 0);
+  EXPECT_EQ(h.answers_[0].body_size, big.size());
+  EXPECT_EQ(h.buffers_[0][big.size() - 1], 'r');
+  EXPECT_EQ(h.answers_[1].header.error, 0);
+  EXPECT_EQ(h.payloads_[1][0], 'L');
+  EXPECT_EQ(h.answers_[2].header.error, -EIO);
+  EXPECT_EQ(h.answers_[2].origin, ReplyOrigin::kConnectionLost);
+  EXPECT_EQ(connections.load(), 4);
 }
 
 TEST(BackendChannelTest, SilentServerEndsRequestsAtTheDeadlineAndLateRepliesAreDropped) {

@@ -53,6 +53,7 @@ absl::Status DevFuseWorker::Setup() {
   backend_->Start();
   slot_alive_.assign(config_.slots, true);
   slot_times_.assign(config_.slots, SlotTimes{});
+  reply_offset_.assign(config_.slots, sizeof(fuse_out_header));
   alive_slots_ = config_.slots;
   for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
   int submitted = io_uring_submit(&ring_);
@@ -166,10 +167,13 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     return;
   }
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
-  // The reply body lands in the same buffer right after room for fuse_out_header: the channel
-  // keeps the request's bytes only until the server has them (see backend_channel.h).
-  PendingReply reply{slot, in.opcode, buffer + sizeof(fuse_out_header),
-                     config_.buffer_bytes - sizeof(fuse_out_header), bounds.min, bounds.max};
+  // The reply body lands in the same buffer after the request, never over it: a request cut
+  // off by a lost connection is sent again from these bytes. (The buffer holds the largest
+  // WRITE plus 8 KiB, and the largest READ reply, after any request that is not a WRITE.)
+  size_t body_offset = (in.len + 15) & ~size_t{15};
+  reply_offset_[slot] = body_offset;
+  PendingReply reply{slot, in.opcode, buffer + body_offset, config_.buffer_bytes - body_offset,
+                     bounds.min, bounds.max};
   iovec rest{buffer + sizeof(in), in.len - sizeof(in)};
   backend_->Submit(reply, in, &rest, 1, slot_times_[slot].received_ns);
   const bool background = queue::ClassifyKernelRequest(in.opcode, op_in, struct_size) ==
@@ -196,8 +200,10 @@ void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t
 void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                                ReplyOrigin origin) {
   char* buffer = buffers_ + slot * config_.buffer_bytes;
-  std::memcpy(buffer, &header, sizeof(header));
-  ssize_t written = write(config_.fuse_fd.get(), buffer, sizeof(header) + body_size);
+  iovec parts[2] = {{const_cast<fuse_out_header*>(&header), sizeof(header)},
+                    {buffer + reply_offset_[slot], body_size}};
+  ssize_t written = writev(config_.fuse_fd.get(), parts, body_size > 0 ? 2 : 1);
+  reply_offset_[slot] = sizeof(fuse_out_header);  // where local answers put their bodies
   // ENOENT: the kernel gave up on the request (interrupted or aborted) — nothing to do.
   if (written < 0 && errno != ENOENT && errno != ENODEV) {
     RINGFS_LOG_WARN("%s worker: write reply to /dev/fuse: %s", config_.role,

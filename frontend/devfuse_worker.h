@@ -65,6 +65,9 @@ class DevFuseWorker : public ReplySink {
     bool background = false;
   };
   std::vector<SlotTimes> slot_times_;
+  // Where in the slot's buffer the reply body is: after the request for forwarded requests
+  // (so a request cut off by a lost connection can be sent again), after the header otherwise.
+  std::vector<size_t> reply_offset_;
   uint64_t inflight_ = 0;
   uint32_t alive_slots_ = 0;
   std::thread thread_;
