@@ -82,6 +82,7 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
     return ErrnoError(-rc, "io_uring_queue_init (SQE128)");
   }
   ring_initialized_ = true;
+  handoffs_unconfirmed_ = 0;
   wake_fd_.Reset(eventfd(0, EFD_CLOEXEC));
   if (!wake_fd_.valid()) return ErrnoError(errno, "eventfd");
 
@@ -178,7 +179,9 @@ void RingWorker::Loop() {
           }
           break;
         case CompletionKind::kHandoffSent:
-          // Only failures complete (IOSQE_CQE_SKIP_SUCCESS): the entry is still ours.
+          --handoffs_unconfirmed_;
+          if (res >= 0) break;  // the entry's completion is in the target's queue
+          // Failed: the entry is still ours.
           if (RingEntry* entry = shared_->registry.Get(TagIndex(tag))) {
             RINGFS_LOG_WARN("worker %d: handoff of entry %u failed: %s; retrying", cpu_,
                             entry->id, std::strerror(-res));
@@ -357,9 +360,12 @@ void RingWorker::HandOff(RingEntry* entry, int target_index, HandoffKind kind) {
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_msg_ring(sqe, target_fd, static_cast<unsigned>(kind),
                          MakeTag(CompletionKind::kHandoff, entry->id), 0);
-  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  // Every send completes (no IOSQE_CQE_SKIP_SUCCESS): until it has, the SQE may still sit
+  // unsubmitted in our SQ or run in io-wq, and a thread ending then would drop it with the
+  // entry (MayExit waits for handoffs_unconfirmed_ to reach 0).
   io_uring_sqe_set_data64(
       sqe, MakeTag(CompletionKind::kHandoffSent, entry->id, static_cast<uint32_t>(kind)));
+  ++handoffs_unconfirmed_;
   if (held_ > 0) --held_;
   if (kind == HandoffKind::kForward) WorkerStats::Add(stats_->handoffs_out);
 }
@@ -481,7 +487,7 @@ void RingWorker::CommitError(RingEntry* entry, int err) {
 
 bool RingWorker::MayExit() const {
   return held_ == 0 && inflight_ == 0 && limiter_.queued() == 0 && ready_.empty() &&
-         retry_handoffs_.empty();
+         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0;
 }
 
 void RingWorker::PublishGauges() {

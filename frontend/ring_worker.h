@@ -91,6 +91,7 @@ class RingWorker : public ReplySink {
   bool stopping_ = false;
   uint32_t held_ = 0;       // entries registered on this ring or being processed here
   uint32_t inflight_ = 0;   // requests at the server
+  uint32_t handoffs_unconfirmed_ = 0;  // our MSG_RINGs whose completion we have not reaped
   std::vector<RingEntry*> ready_;  // background requests the limiter let go, to forward
   std::vector<std::pair<RingEntry*, HandoffKind>> retry_handoffs_;
   std::vector<queue::WorkerLoad> load_scratch_;
