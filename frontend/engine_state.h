@@ -1,6 +1,6 @@
 // What every ring worker needs to know about the queue engine: an immutable snapshot of the
 // settings (published by the engine, applied by each worker on its own thread) and the few
-// values workers share with each other (ring fds for handoffs, published load).
+// values workers share with each other (where handoffs go, published load).
 #pragma once
 
 #include <atomic>
@@ -24,23 +24,61 @@ struct EngineState {
   std::vector<uint32_t> background_limit;
 };
 
+// Where MSG_RING handoffs go, and the guarantee that none lands on a ring after its thread has
+// ended: such a completion would sit in a queue nobody reads, and the ring is closed when the
+// worker starts again, so the entry and its request would be lost for good (issue 9).
+// A worker publishes its ring fd while it runs. A sender gets the fd from BeginSend(), which
+// counts the send toward the target, and calls EndSend() once it has reaped that send's own
+// completion (by then the target's completion is posted). A worker ending its thread first
+// withdraws its fd, then waits until Quiet() and reaps what arrived meanwhile: every sender has
+// either seen -1 (and kept its work) or been counted, and counted sends have all landed.
+// Any thread; lock-free. Indexed like Topology::cpus().
+class HandoffDirectory {
+ public:
+  explicit HandoffDirectory(size_t workers) : slots_(new Slot[workers]) {}
+
+  void Publish(int worker, int ring_fd) { slots_[worker].ring_fd.store(ring_fd); }
+  void Withdraw(int worker) { slots_[worker].ring_fd.store(-1); }
+  // The target's ring fd, with the send counted (call EndSend() after its completion), or -1
+  // with nothing counted: no thread reads that ring now or soon.
+  int BeginSend(int target) {
+    Slot& slot = slots_[target];
+    // A withdrawn fd is refused without touching the count, so senders that keep trying
+    // cannot keep a leaving worker from ever seeing Quiet().
+    if (slot.ring_fd.load() < 0) return -1;
+    // Counted before the fd is read again, both sequentially consistent, paired with
+    // Withdraw() then Quiet(): the target sees the count, or the sender sees the fd withdrawn.
+    slot.sending.fetch_add(1);
+    int fd = slot.ring_fd.load();
+    if (fd < 0) slot.sending.fetch_sub(1);
+    return fd;
+  }
+  void EndSend(int target) { slots_[target].sending.fetch_sub(1); }
+  // No send counted toward `worker` is still open. REQUIRES: it has withdrawn its fd.
+  bool Quiet(int worker) const { return slots_[worker].sending.load() == 0; }
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<int> ring_fd{-1};
+    std::atomic<uint32_t> sending{0};
+  };
+  std::unique_ptr<Slot[]> slots_;
+};
+
 struct EngineShared {
   EngineShared(const queue::Topology& topology, size_t entry_capacity, size_t payload_bytes)
       : topology(topology),
         registry(entry_capacity, payload_bytes),
-        ring_fd(new std::atomic<int>[topology.size()]),
+        handoffs(topology.size()),
         inflight(new std::atomic<uint32_t>[topology.size()]) {
-    for (size_t i = 0; i < topology.size(); ++i) {
-      ring_fd[i].store(-1);
-      inflight[i].store(0);
-    }
+    for (size_t i = 0; i < topology.size(); ++i) inflight[i].store(0);
   }
 
   int fuse_fd = -1;
   const queue::Topology topology;
   EntryRegistry registry;
-  // The io_uring fd of each running worker (-1 when none), target of MSG_RING handoffs.
-  std::unique_ptr<std::atomic<int>[]> ring_fd;
+  // The io_uring fd of each running worker, target of MSG_RING handoffs.
+  HandoffDirectory handoffs;
   // Requests each worker has at the server (the seed patches' nr_reqs), read by placement.
   std::unique_ptr<std::atomic<uint32_t>[]> inflight;
 };

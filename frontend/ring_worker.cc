@@ -21,6 +21,14 @@ static_assert(offsetof(io_uring_sqe, cmd) == 48);
 
 int64_t NowNs() { return static_cast<int64_t>(MonotonicNs()); }
 
+// A sent handoff's completion carries its kind (bit 0) and its target worker (bits 1..23), so
+// the sender can close the send it opened in the HandoffDirectory.
+uint32_t SentArgument(HandoffKind kind, int target_index) {
+  return static_cast<uint32_t>(kind) | (static_cast<uint32_t>(target_index) << 1);
+}
+HandoffKind SentKind(uint32_t argument) { return static_cast<HandoffKind>(argument & 1); }
+int SentTarget(uint32_t argument) { return static_cast<int>(argument >> 1); }
+
 unsigned RoundUpToPowerOfTwo(size_t value) {
   unsigned result = 1;
   while (result < value) result <<= 1;
@@ -82,6 +90,8 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
     return ErrnoError(-rc, "io_uring_queue_init (SQE128)");
   }
   ring_initialized_ = true;
+  ring_fd_published_ = false;
+  handoffs_unconfirmed_ = 0;
   wake_fd_.Reset(eventfd(0, EFD_CLOEXEC));
   if (!wake_fd_.valid()) return ErrnoError(errno, "eventfd");
 
@@ -107,7 +117,7 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   inflight_ = 0;
   active_ = false;
   ApplyState(state_);
-  shared_->ring_fd[index_].store(ring_.ring_fd, std::memory_order_release);
+  PublishRingFd();
   stopping_ = false;
   allow_exit_ = false;
   running_.store(true, std::memory_order_release);
@@ -145,9 +155,11 @@ void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
 void RingWorker::Loop() {
   std::vector<RingEntry*> ready;
   std::vector<std::pair<RingEntry*, HandoffKind>> retries;
-  while (!stopping_ && !(!active_ && allow_exit_ && MayExit())) {
+  while (!stopping_ && !ReadyToExit()) {
     int rc;
-    if (retry_handoffs_.empty()) {
+    // With the fd withdrawn we wait for peers' sends toward us to close (ReadyToExit); that
+    // does not wake us, so we look again shortly.
+    if (retry_handoffs_.empty() && ring_fd_published_) {
       rc = io_uring_submit_and_wait(&ring_, 1);
     } else {
       __kernel_timespec pause{0, 1'000'000};
@@ -180,15 +192,20 @@ void RingWorker::Loop() {
             OnHandoff(entry, static_cast<HandoffKind>(res));
           }
           break;
-        case CompletionKind::kHandoffSent:
-          // Only failures complete (IOSQE_CQE_SKIP_SUCCESS): the entry is still ours.
+        case CompletionKind::kHandoffSent: {
+          uint32_t argument = TagArgument(tag);
+          --handoffs_unconfirmed_;
+          shared_->handoffs.EndSend(SentTarget(argument));
+          if (res >= 0) break;  // the entry's completion is in the target's queue
+          // Failed: the entry is still ours.
           if (RingEntry* entry = shared_->registry.Get(TagIndex(tag))) {
             RINGFS_LOG_WARN("worker %d: handoff of entry %u failed: %s; retrying", cpu_,
                             entry->id, std::strerror(-res));
             ++held_;
-            retry_handoffs_.emplace_back(entry, static_cast<HandoffKind>(TagArgument(tag)));
+            retry_handoffs_.emplace_back(entry, SentKind(argument));
           }
           break;
+        }
         case CompletionKind::kWake:
           DrainMailbox();
           ArmWake();
@@ -216,7 +233,8 @@ void RingWorker::Loop() {
     retries.clear();
     PublishGauges();
   }
-  shared_->ring_fd[index_].store(-1, std::memory_order_release);
+  shared_->handoffs.Withdraw(index_);
+  ring_fd_published_ = false;
   shared_->inflight[index_].store(0, std::memory_order_relaxed);
   stats_->state.store(static_cast<uint32_t>(WorkerState::kStopped), std::memory_order_relaxed);
   backend_.reset();  // its last request has been answered (or the mount is gone)
@@ -266,7 +284,10 @@ void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
     // Waiting background requests go to the new owners instead of being sent from here.
     for (uint64_t token : limiter_.TakeQueued()) Route(shared_->registry.Get(token));
   }
-  if (now_active) allow_exit_ = false;
+  if (now_active) {
+    allow_exit_ = false;
+    PublishRingFd();  // it may have been withdrawn on the way out (ReadyToExit)
+  }
   active_ = now_active;
   stats_->state.store(static_cast<uint32_t>(active_ ? WorkerState::kActive : WorkerState::kRetiring),
                       std::memory_order_relaxed);
@@ -346,8 +367,8 @@ void RingWorker::Route(RingEntry* entry) {
 }
 
 void RingWorker::HandOff(RingEntry* entry, int target_index, HandoffKind kind) {
-  int target_fd = shared_->ring_fd[target_index].load(std::memory_order_acquire);
-  if (target_fd < 0 || target_index == index_) {
+  int target_fd = target_index == index_ ? -1 : shared_->handoffs.BeginSend(target_index);
+  if (target_fd < 0) {
     // No thread there (yet): keep the work rather than lose it.
     if (kind == HandoffKind::kCommitBack) {
       Commit(entry);
@@ -361,9 +382,12 @@ void RingWorker::HandOff(RingEntry* entry, int target_index, HandoffKind kind) {
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_msg_ring(sqe, target_fd, static_cast<unsigned>(kind),
                          MakeTag(CompletionKind::kHandoff, entry->id), 0);
-  sqe->flags |= IOSQE_CQE_SKIP_SUCCESS;
+  // Every send completes (no IOSQE_CQE_SKIP_SUCCESS): until it has, the SQE may still sit
+  // unsubmitted in our SQ or run in io-wq, and a thread ending then would drop it with the
+  // entry (MayExit waits for handoffs_unconfirmed_ to reach 0).
   io_uring_sqe_set_data64(
-      sqe, MakeTag(CompletionKind::kHandoffSent, entry->id, static_cast<uint32_t>(kind)));
+      sqe, MakeTag(CompletionKind::kHandoffSent, entry->id, SentArgument(kind, target_index)));
+  ++handoffs_unconfirmed_;
   if (held_ > 0) --held_;
   if (kind == HandoffKind::kForward) WorkerStats::Add(stats_->handoffs_out);
 }
@@ -472,7 +496,29 @@ void RingWorker::CommitError(RingEntry* entry, int err, ReplyOrigin origin) {
 
 bool RingWorker::MayExit() const {
   return held_ == 0 && inflight_ == 0 && limiter_.queued() == 0 && ready_.empty() &&
-         retry_handoffs_.empty();
+         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0;
+}
+
+// A retired worker's thread may end only when nothing can land on its ring any more: a MSG_RING
+// a peer aimed at it (under a state that still named it, say one applied a moment before ours)
+// would otherwise sit in the completion queue of a ring nobody reads, and Start() closes that
+// ring, losing the entry and hanging its request for good. So it withdraws its fd (peers then
+// keep their work or route it elsewhere), waits until every send already counted toward it has
+// landed, and leaves only with nothing left to reap (HandoffDirectory).
+bool RingWorker::ReadyToExit() {
+  if (active_ || !allow_exit_ || !MayExit()) return false;
+  if (ring_fd_published_) {
+    shared_->handoffs.Withdraw(index_);
+    ring_fd_published_ = false;
+  }
+  return shared_->handoffs.Quiet(index_) && io_uring_cq_ready(&ring_) == 0 &&
+         !io_uring_cq_has_overflow(&ring_);
+}
+
+void RingWorker::PublishRingFd() {
+  if (ring_fd_published_ || !ring_initialized_) return;
+  shared_->handoffs.Publish(index_, ring_.ring_fd);
+  ring_fd_published_ = true;
 }
 
 void RingWorker::PublishGauges() {

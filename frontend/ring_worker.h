@@ -71,6 +71,8 @@ class RingWorker : public ReplySink {
   void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);
   io_uring_sqe* NextSqe();
   bool MayExit() const;
+  bool ReadyToExit();
+  void PublishRingFd();
   void PublishGauges();
 
   const int index_;  // position in Topology::cpus()
@@ -92,6 +94,8 @@ class RingWorker : public ReplySink {
   bool stopping_ = false;
   uint32_t held_ = 0;       // entries registered on this ring or being processed here
   uint32_t inflight_ = 0;   // requests at the server
+  uint32_t handoffs_unconfirmed_ = 0;  // our MSG_RINGs whose completion we have not reaped
+  bool ring_fd_published_ = false;     // shared_->handoffs names our ring (ReadyToExit)
   std::vector<RingEntry*> ready_;  // background requests the limiter let go, to forward
   std::vector<std::pair<RingEntry*, HandoffKind>> retry_handoffs_;
   std::vector<queue::WorkerLoad> load_scratch_;

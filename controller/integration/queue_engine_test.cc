@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "controller/integration/control_test_base.h"
+#include "tests/harness/system.h"
 
 namespace ringfs::controller::testing {
 namespace {
@@ -151,6 +152,111 @@ TEST_F(QueueEngineTest, ActiveSetSwitchedTwentyTimesUnderLoadLosesNothing) {
   uint64_t handoffs = 0;
   for (const auto& queue : final_state.queues()) handoffs += queue.handoffs_out();
   EXPECT_GT(handoffs, 0u);
+}
+
+control::QueueInfo QueueOf(const control::QueueState& state, uint32_t qid) {
+  for (const auto& queue : state.queues()) {
+    if (queue.qid() == qid) return queue;
+  }
+  ADD_FAILURE() << "no queue " << qid;
+  return {};
+}
+
+uint32_t EntriesHeld(const control::QueueState& state) {
+  uint32_t held = 0;
+  for (const auto& queue : state.queues()) held += queue.entries_held();
+  return held;
+}
+
+uint32_t QueueDepth(control::QueueControl::Stub* stub) {
+  grpc::ClientContext context;
+  control::MountInfo info;
+  grpc::Status status = stub->GetMountInfo(&context, control::GetMountInfoRequest(), &info);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return info.queue_depth();
+}
+
+// Regression (issue 9): a retiring worker's entries leave it as the kernel puts requests on them,
+// each handed to the new owner with MSG_RING. The handoffs made in the loop pass that left the
+// worker holding nothing (often all 16 at once) were still unsubmitted in its SQ when the loop
+// ended, and the restart closed the ring: the entries vanished and their callers hung for good.
+// CPU 1 stays idle until its worker may exit, so every one of its entries leaves after that.
+TEST_F(QueueEngineTest, LastHandoffOfARetiringWorkerIsNotLost) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two CPUs";
+  auto stub = NewStub();
+  const uint32_t depth = QueueDepth(stub.get());
+  SetActive(stub.get(), {0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the exit permission lands
+  ASSERT_EQ(QueueOf(List(stub.get()), 1).worker_state(), "retiring");
+
+  // More callers on CPU 1 than it has entries, so each of its entries gets a request.
+  constexpr int kCallers = 48;
+  struct Shared {
+    std::atomic<bool> stop{false};
+    std::atomic<int> done{0};
+    std::atomic<int> errors{0};
+  };
+  auto shared = std::make_shared<Shared>();
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    std::string path = mountpoint() + "/last-handoff-" + std::to_string(i);
+    callers.emplace_back([shared, path] {
+      PinToCpu(1);
+      std::vector<char> block(64 * 1024, 'x');
+      int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0) ++shared->errors;
+      while (fd >= 0 && !shared->stop.load()) {
+        if (pwrite(fd, block.data(), block.size(), 0) != static_cast<ssize_t>(block.size()) ||
+            pread(fd, block.data(), block.size(), 0) != static_cast<ssize_t>(block.size())) {
+          ++shared->errors;
+          break;
+        }
+      }
+      if (fd >= 0) close(fd);
+      ++shared->done;
+    });
+  }
+  // The worker on CPU 1 ends once it has handed off all its entries.
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  while (QueueOf(List(stub.get()), 1).worker_state() != "stopped" && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  shared->stop = true;
+  deadline = Clock::now() + std::chrono::seconds(10);
+  while (shared->done.load() < kCallers && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const int hung = kCallers - shared->done.load();
+  control::QueueState after = List(stub.get());
+  if (hung > 0) {
+    // Free the callers (their requests fail with ECONNABORTED) so the test can end.
+    ADD_FAILURE() << hung << " callers on CPU 1 hung (entries held: " << EntriesHeld(after)
+                  << "); " << ringfs::testing::ForceUnmount(mountpoint());
+  }
+  for (auto& t : callers) t.join();
+  if (hung > 0) return;
+  EXPECT_EQ(shared->errors.load(), 0);
+  EXPECT_EQ(QueueOf(after, 1).worker_state(), "stopped") << "CPU 1's worker never retired";
+  EXPECT_EQ(EntriesHeld(after), depth * after.queues_size()) << "ring entries vanished";
+
+  // And the worker comes back on a fresh ring and serves CPU 1 again.
+  SetActive(stub.get(), {0, 1});
+  std::thread probe([this, shared] {
+    PinToCpu(1);
+    struct stat info;
+    if (stat(mountpoint().c_str(), &info) != 0) ++shared->errors;
+    ++shared->done;
+  });
+  deadline = Clock::now() + std::chrono::seconds(10);
+  while (shared->done.load() <= kCallers && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (shared->done.load() <= kCallers) {
+    ADD_FAILURE() << "a stat on CPU 1 hung; " << ringfs::testing::ForceUnmount(mountpoint());
+  }
+  probe.join();
+  EXPECT_EQ(shared->errors.load(), 0);
+  EXPECT_EQ(EntriesHeld(List(stub.get())), depth * after.queues_size());
 }
 
 class WritebackQueueEngineTest : public ControlTest {
