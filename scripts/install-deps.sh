@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev
-  libgtest-dev libgmock-dev fio attr util-linux procps jq
+  libgtest-dev libgmock-dev fio attr util-linux procps jq iproute2
   # bench/run.sh compares against sshfs through its own sshd and plots with matplotlib;
   # the Prometheus test scrapes real endpoints with Debian's server.
   sshfs openssh-server openssh-client python3-matplotlib prometheus

@@ -226,6 +226,49 @@ TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
   EXPECT_EQ(ReadFile(Mnt("data")), std::string(4096, 'd'));
 }
 
+// Connections cut again and again (ss -K) under two verifying fio jobs: every unanswered request
+// is sent again on the next connection, and nothing reaches the application — no error, no
+// corrupted block (fio verifies as it goes).
+TEST_P(HardMountTest, CutConnectionsUnderVerifyingFioLoseNothing) {
+  const std::string port = env_->server_address().substr(env_->server_address().rfind(':') + 1);
+  const std::string runtime = "12";
+  std::vector<std::vector<std::string>> jobs = {
+      {"/usr/bin/fio", "--name=sync", "--rw=randwrite", "--bs=4k", "--ioengine=psync",
+       "--fsync=16", "--verify=crc32c", "--verify_backlog=64", "--size=16m",
+       "--runtime=" + runtime, "--time_based", "--filename=" + Mnt("sync")},
+      {"/usr/bin/fio", "--name=direct", "--rw=randrw", "--bs=64k", "--direct=1",
+       "--ioengine=io_uring", "--iodepth=16", "--verify=crc32c", "--verify_backlog=64",
+       "--size=32m", "--runtime=" + runtime, "--time_based", "--filename=" + Mnt("direct")}};
+  std::vector<std::future<std::optional<int>>> runs;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    runs.push_back(std::async(std::launch::async, [this, i, &jobs] {
+      return RunCommand(jobs[i], env_->base() + "/fio" + std::to_string(i) + ".log", seconds(90));
+    }));
+  }
+  std::this_thread::sleep_for(seconds(2));
+  int cuts = 0;
+  auto end = Clock::now() + seconds(8);
+  while (Clock::now() < end) {
+    std::optional<int> status = RunCommand({"/usr/bin/ss", "-K", "-tn", "dport = :" + port},
+                                           env_->base() + "/ss.log", seconds(5));
+    if (status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) ++cuts;
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::optional<int> status = runs[i].get();
+    std::string log = ReadFileOrEmpty(env_->base() + "/fio" + std::to_string(i) + ".log");
+    ASSERT_TRUE(status.has_value()) << "fio hangs\n" << log;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << log;
+    EXPECT_NE(log.find("err= 0"), std::string::npos) << log;
+  }
+  std::string mount_log = ReadFileOrEmpty(env_->mount_log());
+  size_t losses = 0;
+  for (size_t at = 0; (at = mount_log.find("lost (", at)) != std::string::npos; ++at) ++losses;
+  EXPECT_GE(cuts, 10);
+  EXPECT_GE(losses, 10u) << "the connections were not really cut";
+  EXPECT_EQ(StatNumber(env_->ReadStats(), "failures").value_or(0), 0u);
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(HardMountTest);
 
 }  // namespace
