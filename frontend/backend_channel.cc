@@ -1,5 +1,7 @@
 #include "frontend/backend_channel.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -34,6 +36,21 @@ io_uring_sqe* GetSqe(io_uring* ring) {
     sqe = io_uring_get_sqe(ring);
   }
   return sqe;
+}
+
+// A server host that vanishes without a reset (power, partition) would otherwise be noticed
+// only when TCP gives up retransmitting, after many minutes: probe an idle connection after
+// 10 s, and give up on unacknowledged data or probes after 30 s. A stopped server process does
+// not trip this (its kernel still acknowledges); deadlines cover that.
+void DetectDeadPeer(int fd, bool is_unix) {
+  if (is_unix) return;
+  int on = 1, idle = 10, interval = 5, count = 4;
+  unsigned int user_timeout_ms = 30'000;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
 uint64_t Ms(std::chrono::milliseconds ms) { return static_cast<uint64_t>(ms.count()) * 1'000'000; }
@@ -74,6 +91,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   ServerSession session;
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
+  session.instance_id = reply.instance_id();
   return session;
 }
 
@@ -314,6 +332,7 @@ void BackendChannel::OnConnectStep(Op op, int res) {
       return;
     }
     TuneDataSocket(attempt_fd_.get(), config_.address.is_unix);
+    DetectDeadPeer(attempt_fd_.get(), config_.address.is_unix);
     absl::StatusOr<std::string> hello = wire::EncodeHandshake(MakeClientHello(config_));
     if (!hello.ok()) {
       ConnectFailed(hello.status());
@@ -397,6 +416,13 @@ void BackendChannel::Install(ServerSession session) {
   dir_attrs_on_ = session.dir_attrs;
   server_max_inflight_ = session.max_inflight;
   state_ = State::kUp;
+  if (ever_connected_ && session.instance_id != server_instance_) {
+    // Node ids and open files of the old instance now answer ESTALE (wire_format.md §2).
+    RINGFS_LOG_WARN("queue %u: %s is a different server instance (%016x, was %016x): files and "
+                    "directories known before answer ESTALE until looked up again",
+                    config_.queue, config_.address.text, session.instance_id, server_instance_);
+  }
+  server_instance_ = session.instance_id;
   if (ever_connected_) {
     ++reconnects_;
     RINGFS_LOG_INFO("queue %u: reconnected to %s after %.1f s; sending %zu waiting requests",

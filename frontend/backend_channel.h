@@ -65,6 +65,7 @@ struct ServerSession {
   UniqueFd fd;
   bool dir_attrs = false;     // the server appends dir-attr trailers
   uint32_t max_inflight = 0;  // what the server accepted
+  uint64_t instance_id = 0;   // the server process (wire_format.md §1)
 };
 
 // Opens a connection and performs the handshake, blocking (bounded by connect_timeout and the
@@ -207,6 +208,7 @@ class BackendChannel {
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   uint32_t server_max_inflight_ = 0;
+  uint64_t server_instance_ = 0;  // of the last connection
   // The connection being set up: socket, handshake bytes out and in, deadline.
   UniqueFd attempt_fd_;
   std::string hello_out_;

@@ -94,6 +94,7 @@ void DevFuseWorker::Loop() {
     }
     io_uring_cq_advance(&ring_, seen);
     backend_->Deliver();
+    WorkerStats::Set(stats_->reconnects, backend_->reconnects());
   }
   RINGFS_LOG_DEBUG("%s worker: /dev/fuse connection ended; worker exits", config_.role);
   finished_.store(true, std::memory_order_release);
