@@ -16,7 +16,7 @@ absl::StatusOr<std::shared_ptr<ClientState>> ClientRegistry::Create(
   if (!root.valid()) return ErrnoError(errno, "dup export root");
   struct stat st {};
   if (fstat(root.get(), &st) != 0) return ErrnoError(errno, "stat export root");
-  auto state = std::make_shared<ClientState>();
+  auto state = std::make_shared<ClientState>(options_.reply_cache);
   state->client_id = client_id;
   if (options_.node_fds != nullptr) {
     ASSIGN_OR_RETURN(state->nodes, HandleNodeTable::Create(std::move(root), st, options_.node_fds));

@@ -1,5 +1,5 @@
-// The per-client state shared by all connections of one mount (same client_id): its node table
-// and handle table. The kernel may use a node id or fh learned on one queue's connection on
+// The per-client state shared by all connections of one mount (same client_id): its node table,
+// handle table and reply cache. The kernel may use a node id or fh learned on one queue's connection on
 // another, so the state is keyed by client_id, not by connection.
 // Thread-safe; the listener creates/looks up states, workers use them.
 #pragma once
@@ -15,13 +15,17 @@
 #include "server/handle_table.h"
 #include "server/node_fd_cache.h"
 #include "server/node_table.h"
+#include "server/reply_cache.h"
 
 namespace ringfs::server {
 
 struct ClientState {
+  explicit ClientState(ReplyCache::Options reply_cache) : replies(reply_cache) {}
+
   std::string client_id;
   std::unique_ptr<NodeTable> nodes;
   HandleTable handles;
+  ReplyCache replies;  // replies of this client's non-idempotent requests, for replays
 };
 
 class ClientRegistry {
@@ -31,6 +35,7 @@ class ClientRegistry {
     // Null: a PathNodeTable (one fd per node), for exports where file handles do not work
     // (see ProbeInodeHandles).
     std::shared_ptr<NodeFdCache> node_fds;
+    ReplyCache::Options reply_cache;
   };
 
   // `export_root_fd` (O_PATH directory fd) is borrowed and must outlive the registry; every

@@ -87,6 +87,7 @@ struct Worker::IoRequest {
   AsyncIo io;
   Buffer* reply = nullptr;
   Buffer* frame = nullptr;  // keeps WRITE data alive
+  ReplyCache* record = nullptr;  // FinishReply's
   IoRequest* next_free = nullptr;
 };
 
@@ -453,6 +454,11 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   ctx.gid = request->gid;
   ctx.pid = request->pid;
   ctx.times = c->setup.times;
+  ReplyCache* record = nullptr;
+  if (request->expects_reply && ReplayFromCache(c, *request, frame, &record)) {
+    pool_.Put(owned);
+    return;
+  }
   if (!request->expects_reply) {
     ReplyBody none(nullptr, 0);
     executor_.Execute(ctx, *request, none);
@@ -468,7 +474,7 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
   if (outcome.status.ok() && outcome.io.has_value()) {
-    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned);
+    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned, record);
     return;
   }
   pool_.Put(owned);
@@ -476,13 +482,47 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
                      fuse::OpName(request->opcode), request->unique, outcome.status.message());
   }
-  FinishReply(c, reply, request->unique, outcome.status, body.size(), request->opcode, start_ns);
+  FinishReply(c, reply, request->unique, outcome.status, body.size(), request->opcode, start_ns,
+              record);
+}
+
+bool Worker::ReplayFromCache(Connection* c, const Request& request, std::span<const char> frame,
+                             ReplyCache** record) {
+  *record = nullptr;
+  if (!ReplyCache::Caches(request.opcode)) return false;
+  ReplyCache& cache = c->setup.client->replies;
+  const uint64_t fingerprint = ReplyCache::Fingerprint(
+      request.opcode, request.nodeid, frame.subspan(sizeof(fuse_in_header)));
+  std::string cached;
+  switch (cache.Begin(request.unique, fingerprint, &cached)) {
+    case ReplyCache::Decision::kExecute:
+      *record = &cache;
+      return false;
+    case ReplyCache::Decision::kExecuteUncached:
+      RINGFS_LOG_WARN("session %u: %s unique %u reuses the unique of another request; not cached",
+                      c->setup.session_id, fuse::OpName(request.opcode), request.unique);
+      return false;
+    case ReplyCache::Decision::kReplay:
+      break;
+  }
+  // The first execution's reply, byte for byte: its lookup (for an entry reply) is already
+  // counted and is the one the kernel counts when this reply reaches it.
+  RINGFS_LOG_INFO("session %u: %s unique %u is a replay; answered from the reply cache",
+                  c->setup.session_id, fuse::OpName(request.opcode), request.unique);
+  SetInflight(c, c->inflight + 1);
+  Buffer* reply = pool_.Get(cached.size());
+  std::memcpy(reply->data.get(), cached.data(), cached.size());
+  reply->size = cached.size();
+  QueueReply(c, reply);
+  return true;
 }
 
 void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io,
-                     Buffer* reply, std::span<const char> frame, Buffer* owned) {
+                     Buffer* reply, std::span<const char> frame, Buffer* owned,
+                     ReplyCache* record) {
   IoRequest* r = AllocIoRequest();
   r->conn = c;
+  r->record = record;
   r->unique = request.unique;
   r->opcode = request.opcode;
   r->start_ns = start_ns;
@@ -518,19 +558,17 @@ void Worker::OnIo(IoRequest* r, int result) {
   --c->pending_io;
   pool_.Put(std::exchange(r->frame, nullptr));
   Buffer* reply = std::exchange(r->reply, nullptr);
-  if (c->closing) {
-    pool_.Put(reply);
-  } else {
-    size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
-    ReplyBody body(reply->data.get() + kOutHeader, capacity);
-    absl::Status status = Executor::CompleteIo(r->io, result, body);
-    FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns);
-  }
+  // Finished even when the connection is closing: a replay on the next connection needs it.
+  size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
+  ReplyBody body(reply->data.get() + kOutHeader, capacity);
+  absl::Status status = Executor::CompleteIo(r->io, result, body);
+  FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns, r->record);
   FreeIoRequest(r);
 }
 
 void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
-                         size_t body_size, uint32_t opcode, uint64_t start_ns) {
+                         size_t body_size, uint32_t opcode, uint64_t start_ns,
+                         ReplyCache* record) {
   fuse_out_header out{};
   out.unique = unique;
   if (status.ok()) {
@@ -547,6 +585,8 @@ void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique, const ab
   }
   std::memcpy(reply->data.get(), &out, sizeof(out));
   reply->size = out.len;
+  // Recorded even when the connection is closing: that is when a replay will follow.
+  if (record != nullptr) record->Finish(unique, std::span<const char>(reply->data.get(), reply->size));
   QueueReply(c, reply);
 }
 
@@ -653,6 +693,7 @@ Worker::IoRequest* Worker::AllocIoRequest() {
 void Worker::FreeIoRequest(IoRequest* r) {
   r->io = AsyncIo{};  // drops the handle reference
   r->conn = nullptr;
+  r->record = nullptr;
   r->next_free = free_io_;
   free_io_ = r;
 }

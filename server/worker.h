@@ -116,11 +116,17 @@ class Worker {
   void ProcessInput(Connection* c);
   void MaybePostRecv(Connection* c);
   void HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned);
+  // Whether `request` is answered from its client's reply cache (then it is answered here).
+  // Otherwise *record is the cache to record its reply in, or null.
+  bool ReplayFromCache(Connection* c, const Request& request, std::span<const char> frame,
+                       ReplyCache** record);
   void StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io, Buffer* reply,
-               std::span<const char> frame, Buffer* owned);
-  // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram.
+               std::span<const char> frame, Buffer* owned, ReplyCache* record);
+  // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram. `record`, when
+  // set, keeps a copy of the reply for replays of the same request (ReplyCache::Finish).
   void FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
-                   size_t body_size, uint32_t opcode, uint64_t start_ns);
+                   size_t body_size, uint32_t opcode, uint64_t start_ns,
+                   ReplyCache* record = nullptr);
   void SetInflight(Connection* c, uint32_t inflight);
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
