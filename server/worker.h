@@ -41,7 +41,7 @@ struct ConnectionSetup {
   uint64_t session_id = 0;
   uint32_t queue = 0;  // the client's kernel queue
   int64_t connected_unix_ns = 0;
-  std::shared_ptr<ClientState> client;
+  ClientRegistry::Lease client;  // the session's hold on its client's state
   uint32_t max_inflight = 1;
   uint32_t max_frame_bytes = 0;
   CacheTimes times;
