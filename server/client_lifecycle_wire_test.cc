@@ -49,13 +49,14 @@ bool WaitFor(F done, std::chrono::seconds timeout) {
 
 class LifecycleTest : public ::testing::Test {
  protected:
-  void StartServer(uint32_t grace_s, uint32_t max_clients) {
+  void StartServer(uint32_t grace_s, uint32_t max_clients, uint32_t idle_timeout_s = 900) {
     ServerConfig config;
     config.export_dir = export_.path();
     config.listen = "127.0.0.1:0";
     config.workers = 2;
     config.reclaim_grace_s = grace_s;
     config.max_clients = max_clients;
+    config.idle_timeout_s = idle_timeout_s;
     server_ = std::make_unique<Server>(config);
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -126,6 +127,28 @@ TEST_F(LifecycleTest, ClientCapRefusesWithAReasonBeforeTheFdLimit) {
   EXPECT_LT(OpenFds(), 1024u / 2);
   server_->Stop();
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+TEST_F(LifecycleTest, IdleConnectionsAreClosedBusyOnesStay) {
+  StartServer(/*grace_s=*/90, /*max_clients=*/16, /*idle_timeout_s=*/1);
+  wire::ServerHello reply;
+  auto idle = TestClient::Connect(server_->bound_address(), DefaultHello("idler"), &reply);
+  ASSERT_TRUE(idle.ok());
+  auto busy = TestClient::Connect(server_->bound_address(), DefaultHello("busy"), &reply);
+  ASSERT_TRUE(busy.ok());
+  const auto start = std::chrono::steady_clock::now();
+  uint64_t unique = 10;
+  bool busy_ok = true;
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(2500)) {
+    auto r = (*busy)->Call(Frame(FUSE_GETATTR, ++unique, 1, Bytes(fuse_getattr_in{})));
+    busy_ok = busy_ok && r.ok() && r->header.error == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(busy_ok) << "a connection with traffic was closed";
+  EXPECT_TRUE((*idle)->WaitClosed(std::chrono::milliseconds(100)));
+  // The client's state outlives the connection: its mount reconnects and carries on.
+  EXPECT_EQ(server_->registry()->size(), 2u);
+  EXPECT_EQ(ShortSession("idler", /*create=*/true).result(), wire::ServerHello::OK);
 }
 
 }  // namespace

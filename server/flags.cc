@@ -49,6 +49,7 @@ std::string_view Usage() {
          "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
          "                     [--node-fd-cache N] [--reclaim-grace SECONDS]\n"
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
+         "                     [--idle-timeout SECONDS]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -57,7 +58,9 @@ std::string_view Usage() {
          "                   last connection ends (default 90; 0 = freed at once)\n"
          "  --max-clients    client states kept; more clients are refused at the handshake\n"
          "                   (default: fd limit / 16)\n"
-         "  --max-sessions-per-client  connections of one mount (default 256)\n";
+         "  --max-sessions-per-client  connections of one mount (default 256)\n"
+         "  --idle-timeout   close a connection that sent nothing for this long and has\n"
+         "                   nothing in flight (default 900; 0 = never)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -120,6 +123,12 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
         return Bad(absl::StrFormat("--reclaim-grace wants seconds in 0..604800, got '%s'", value));
       }
       config.reclaim_grace_s = seconds;
+    } else if (arg == "--idle-timeout") {
+      uint32_t seconds = 0;
+      if (!absl::SimpleAtoi(value, &seconds) || seconds > 7 * 24 * 3600) {
+        return Bad(absl::StrFormat("--idle-timeout wants seconds in 0..604800, got '%s'", value));
+      }
+      config.idle_timeout_s = seconds;
     } else if (arg == "--max-clients") {
       auto n = ParseCount(arg, value, 1u << 20);
       if (!n.ok()) return n.status();

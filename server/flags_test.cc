@@ -25,7 +25,8 @@ TEST(FlagsTest, ParsesAllFlags) {
   auto config = Parse({"--export", dir, "--listen=127.0.0.1:0", "--token-file", token_file,
                        "--workers", "3", "--max-inflight=17", "--ready-file", "/tmp/r",
                        "--log-level", "debug", "--node-fd-cache", "64", "--reclaim-grace=0",
-                       "--max-clients", "10", "--max-sessions-per-client", "3"});
+                       "--max-clients", "10", "--max-sessions-per-client", "3",
+                       "--idle-timeout", "0"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->export_dir, dir);
   EXPECT_EQ(config->listen, "127.0.0.1:0");
@@ -39,6 +40,7 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->reclaim_grace_s, 0u);
   EXPECT_EQ(config->max_clients, 10u);
   EXPECT_EQ(config->max_sessions_per_client, 3u);
+  EXPECT_EQ(config->idle_timeout_s, 0u);
   unlink(token_file.c_str());
   rmdir(dir);
 }
@@ -61,6 +63,8 @@ TEST(FlagsTest, Rejects) {
   EXPECT_EQ(defaults->reclaim_grace_s, 90u);
   EXPECT_EQ(defaults->max_clients, 0u);  // derived from RLIMIT_NOFILE at start
   EXPECT_EQ(defaults->max_sessions_per_client, 256u);
+  EXPECT_EQ(defaults->idle_timeout_s, 900u);
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--idle-timeout", "x"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--reclaim-grace", "-1"}).ok());
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--max-clients", "0"}).ok());
 }

@@ -75,6 +75,7 @@ absl::Status Server::Start() {
     options.index = i;
     options.floor = config_.floor;
     options.sessions = &sessions_;
+    options.idle_timeout = absl::Seconds(config_.idle_timeout_s);
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
     stats.push_back(&workers_.back()->stats());

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,7 +20,7 @@
 namespace ringfs::server {
 namespace {
 
-enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo };
+enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo, kIdleTimer };
 
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
@@ -66,6 +67,7 @@ struct Worker::Connection {
   bool recv_posted = false;
   bool send_posted = false;
   bool closing = false;
+  uint64_t last_recv_ns = 0;  // when it last sent us bytes (or was adopted), for the idle check
   // Requests whose reply has not been fully sent yet; RECV pauses at max_inflight.
   uint32_t inflight = 0;
   uint32_t pending_io = 0;  // file I/O SQEs on the ring for this connection
@@ -112,6 +114,7 @@ absl::Status Worker::Start() {
   if (rc < 0) return ErrnoError(-rc, "io_uring_queue_init");
   ring_ready_ = true;
   mailbox_tag_ = std::make_unique<Tag>(Tag{TagKind::kMailbox, this});
+  idle_tag_ = std::make_unique<Tag>(Tag{TagKind::kIdleTimer, this});
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -225,6 +228,7 @@ io_uring_sqe* Worker::GetSqe() {
 
 void Worker::Run() {
   PostMailboxRead();
+  PostIdleTimer();
   constexpr unsigned kBatch = 64;
   while (!(stopping_ && connections_.empty())) {
     int rc = io_uring_submit_and_wait(&ring_, 1);
@@ -249,6 +253,9 @@ void Worker::Run() {
       switch (tag->kind) {
         case TagKind::kMailbox:
           OnMailbox(done[i].res);
+          break;
+        case TagKind::kIdleTimer:
+          OnIdleTimer();
           break;
         case TagKind::kRecv: {
           auto* c = static_cast<Connection*>(tag->owner);
@@ -279,6 +286,36 @@ void Worker::PostMailboxRead() {
   io_uring_sqe* sqe = GetSqe();
   io_uring_prep_read(sqe, mailbox_event_.get(), &mailbox_value_, sizeof(mailbox_value_), 0);
   io_uring_sqe_set_data(sqe, mailbox_tag_.get());
+}
+
+void Worker::PostIdleTimer() {
+  if (options_.idle_timeout <= absl::ZeroDuration() || stopping_) return;
+  // A connection is closed between idle_timeout and idle_timeout + period after its last byte.
+  const absl::Duration period = std::clamp(options_.idle_timeout / 4, absl::Milliseconds(50),
+                                           absl::Seconds(30));
+  const timespec ts = absl::ToTimespec(period);
+  idle_period_ = __kernel_timespec{.tv_sec = ts.tv_sec, .tv_nsec = ts.tv_nsec};
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_timeout(sqe, &idle_period_, 0, 0);
+  io_uring_sqe_set_data(sqe, idle_tag_.get());
+}
+
+void Worker::OnIdleTimer() {
+  if (stopping_) return;
+  const uint64_t now = MonotonicNs();
+  const auto limit = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.idle_timeout));
+  std::vector<Connection*> idle;
+  for (auto& [c, owned] : connections_) {
+    // Waiting for our reply or our file I/O is not idleness (a long FSYNC, a full socket).
+    if (c->closing || c->inflight > 0 || c->pending_io > 0 || c->out_head != nullptr) continue;
+    if (now - c->last_recv_ns >= limit) idle.push_back(c);
+  }
+  for (Connection* c : idle) {
+    Bump(stats_->idle_closed);
+    Close(c, "idle (--idle-timeout)");
+    MaybeDestroy(c);
+  }
+  PostIdleTimer();
 }
 
 void Worker::OnMailbox(int result) {
@@ -328,6 +365,7 @@ void Worker::AddConnection(ConnectionSetup setup) {
   c->stats->max_inflight.store(c->setup.max_inflight, std::memory_order_relaxed);
   options_.sessions->Add(c->stats);
   c->msg.msg_iov = c->iov;
+  c->last_recv_ns = MonotonicNs();
   RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s", options_.index,
                   c->setup.session_id, c->setup.client->client_id, c->setup.peer);
   MaybePostRecv(c);
@@ -363,6 +401,7 @@ void Worker::OnRecv(Connection* c, int result) {
     Close(c, result == 0 ? "peer closed the connection" : std::strerror(-result));
     return;
   }
+  c->last_recv_ns = MonotonicNs();
   Bump(stats_->bytes_received, static_cast<uint64_t>(result));
   Bump(c->stats->bytes_received, static_cast<uint64_t>(result));
   if (c->big != nullptr) {
@@ -509,6 +548,7 @@ bool Worker::ReplayFromCache(Connection* c, const Request& request, std::span<co
   // counted and is the one the kernel counts when this reply reaches it.
   RINGFS_LOG_INFO("session %u: %s unique %u is a replay; answered from the reply cache",
                   c->setup.session_id, fuse::OpName(request.opcode), request.unique);
+  Bump(stats_->replays);
   SetInflight(c, c->inflight + 1);
   Buffer* reply = pool_.Get(cached.size());
   std::memcpy(reply->data.get(), cached.data(), cached.size());

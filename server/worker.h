@@ -56,6 +56,9 @@ class Worker {
     unsigned ring_entries = 256;
     bool floor = false;  // Executor::Options::floor
     SessionTable* sessions = nullptr;  // REQUIRES: set; outlives the worker
+    // A connection that has sent nothing for this long while nothing of it is in flight is
+    // closed (the client reconnects when it has work again). Zero: never.
+    absl::Duration idle_timeout = absl::ZeroDuration();
   };
 
   explicit Worker(Options options);
@@ -106,6 +109,9 @@ class Worker {
   void Run();
   io_uring_sqe* GetSqe();
   void PostMailboxRead();
+  // The idle check's periodic timeout SQE, and what it does when it fires.
+  void PostIdleTimer();
+  void OnIdleTimer();
   void OnMailbox(int result);
   [[nodiscard]] absl::Status Post(Command command, absl::Duration timeout);
   void RunCommand(Command& command);
@@ -153,6 +159,8 @@ class Worker {
   bool ring_ready_ = false;
   std::unique_ptr<Tag> mailbox_tag_;
   uint64_t mailbox_value_ = 0;
+  std::unique_ptr<Tag> idle_tag_;
+  __kernel_timespec idle_period_{};  // read by the kernel when the timeout SQE is submitted
   bool stopping_ = false;
   bool draining_ = false;
   const std::unique_ptr<WorkerStats> stats_ = std::make_unique<WorkerStats>();
