@@ -49,7 +49,8 @@ bool WaitFor(F done, std::chrono::seconds timeout) {
 
 class LifecycleTest : public ::testing::Test {
  protected:
-  void StartServer(uint32_t grace_s, uint32_t max_clients, uint32_t idle_timeout_s = 900) {
+  void StartServer(uint32_t grace_s, uint32_t max_clients, uint32_t idle_timeout_s = 900,
+                   uint32_t max_open_files = 0) {
     ServerConfig config;
     config.export_dir = export_.path();
     config.listen = "127.0.0.1:0";
@@ -57,6 +58,7 @@ class LifecycleTest : public ::testing::Test {
     config.reclaim_grace_s = grace_s;
     config.max_clients = max_clients;
     config.idle_timeout_s = idle_timeout_s;
+    config.max_open_files_per_client = max_open_files;
     server_ = std::make_unique<Server>(config);
     ASSERT_TRUE(server_->Start().ok());
   }
@@ -127,6 +129,30 @@ TEST_F(LifecycleTest, ClientCapRefusesWithAReasonBeforeTheFdLimit) {
   EXPECT_LT(OpenFds(), 1024u / 2);
   server_->Stop();
   ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+}
+
+TEST_F(LifecycleTest, OpenFilesCapIsEnfileAndCreatesNothing) {
+  StartServer(/*grace_s=*/90, /*max_clients=*/16, /*idle_timeout_s=*/900, /*max_open_files=*/3);
+  wire::ServerHello reply;
+  auto client = TestClient::Connect(server_->bound_address(), DefaultHello("opener"), &reply);
+  ASSERT_TRUE(client.ok());
+  fuse_create_in in{};
+  in.flags = O_RDWR | O_CREAT;
+  in.mode = S_IFREG | 0644;
+  for (int i = 0; i < 3; ++i) {
+    auto r = (*client)->Call(Frame(FUSE_CREATE, 10 + i, 1, Bytes(in) + CName(absl::StrCat(i))));
+    ASSERT_TRUE(r.ok() && r->header.error == 0);
+  }
+  auto r = (*client)->Call(Frame(FUSE_CREATE, 20, 1, Bytes(in) + CName("one-too-many")));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->header.error, -ENFILE);
+  struct stat st {};
+  EXPECT_NE(stat(export_.Join("one-too-many").c_str(), &st), 0);
+  fuse_open_in open_in{};
+  open_in.flags = O_RDONLY;
+  r = (*client)->Call(Frame(FUSE_OPENDIR, 21, 1, Bytes(open_in)));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->header.error, -ENFILE);
 }
 
 TEST_F(LifecycleTest, IdleConnectionsAreClosedBusyOnesStay) {

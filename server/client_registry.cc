@@ -37,7 +37,8 @@ absl::StatusOr<std::shared_ptr<ClientState>> ClientRegistry::Create(
   if (!root.valid()) return ErrnoError(errno, "dup export root");
   struct stat st {};
   if (fstat(root.get(), &st) != 0) return ErrnoError(errno, "stat export root");
-  auto state = std::make_shared<ClientState>(options_.reply_cache);
+  auto state = std::make_shared<ClientState>(options_.reply_cache,
+                                             options_.max_open_files_per_client);
   state->client_id = client_id;
   if (options_.node_fds != nullptr) {
     ASSIGN_OR_RETURN(state->nodes, HandleNodeTable::Create(std::move(root), st, options_.node_fds));
@@ -124,6 +125,14 @@ uint32_t DefaultMaxClients() {
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kMax;
   return static_cast<uint32_t>(std::clamp<rlim_t>(limit.rlim_cur / 16, kMin, kMax));
+}
+
+uint32_t DefaultMaxOpenFilesPerClient() {
+  constexpr uint32_t kMin = 64;
+  constexpr uint32_t kMax = 1u << 20;
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return kMax;
+  return static_cast<uint32_t>(std::clamp<rlim_t>(limit.rlim_cur / 4, kMin, kMax));
 }
 
 }  // namespace ringfs::server

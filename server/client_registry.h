@@ -28,7 +28,8 @@
 namespace ringfs::server {
 
 struct ClientState {
-  explicit ClientState(ReplyCache::Options reply_cache) : replies(reply_cache) {}
+  ClientState(ReplyCache::Options reply_cache, size_t max_open_files)
+      : handles(max_open_files), replies(reply_cache) {}
 
   std::string client_id;
   std::unique_ptr<NodeTable> nodes;
@@ -50,6 +51,8 @@ class ClientRegistry {
     uint32_t max_clients = 1024;
     // Sessions (connections) of one client at a time; one more is refused.
     uint32_t max_sessions_per_client = 256;
+    // Open files and directories of one client (each holds an fd); more opens get ENFILE.
+    uint32_t max_open_files_per_client = 4096;
     std::function<absl::Time()> now = [] { return absl::Now(); };  // the clock seam for tests
   };
 
@@ -119,5 +122,8 @@ class ClientRegistry {
 // without open files costs two to three fds (root dup, and the export root for reopening by
 // handle), so idle states take at most about a sixth of the fd budget.
 uint32_t DefaultMaxClients();
+// The default max_open_files_per_client: a quarter of the soft RLIMIT_NOFILE, at least 64, so
+// that one client cannot take the fds every other client needs.
+uint32_t DefaultMaxOpenFilesPerClient();
 
 }  // namespace ringfs::server

@@ -49,7 +49,7 @@ std::string_view Usage() {
          "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
          "                     [--node-fd-cache N] [--reclaim-grace SECONDS]\n"
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
-         "                     [--idle-timeout SECONDS]\n"
+         "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -60,7 +60,9 @@ std::string_view Usage() {
          "                   (default: fd limit / 16)\n"
          "  --max-sessions-per-client  connections of one mount (default 256)\n"
          "  --idle-timeout   close a connection that sent nothing for this long and has\n"
-         "                   nothing in flight (default 900; 0 = never)\n";
+         "                   nothing in flight (default 900; 0 = never)\n"
+         "  --max-open-files-per-client  open files + directories of one mount; more opens\n"
+         "                   get ENFILE (default: a quarter of the fd limit)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -133,6 +135,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto n = ParseCount(arg, value, 1u << 20);
       if (!n.ok()) return n.status();
       config.max_clients = *n;
+    } else if (arg == "--max-open-files-per-client") {
+      auto n = ParseCount(arg, value, 1u << 20);
+      if (!n.ok()) return n.status();
+      config.max_open_files_per_client = *n;
     } else if (arg == "--max-sessions-per-client") {
       auto n = ParseCount(arg, value, 65536);
       if (!n.ok()) return n.status();

@@ -63,10 +63,14 @@ absl::Status Server::Start() {
   registry_options.max_clients =
       config_.max_clients != 0 ? config_.max_clients : DefaultMaxClients();
   registry_options.max_sessions_per_client = config_.max_sessions_per_client;
+  registry_options.max_open_files_per_client = config_.max_open_files_per_client != 0
+                                                   ? config_.max_open_files_per_client
+                                                   : DefaultMaxOpenFilesPerClient();
   RINGFS_LOG_INFO("client states: freed %ds after their last session, at most %u clients of "
-                  "at most %u sessions each",
+                  "at most %u sessions and %u open files each; idle connections closed after %ds",
                   config_.reclaim_grace_s, registry_options.max_clients,
-                  registry_options.max_sessions_per_client);
+                  registry_options.max_sessions_per_client,
+                  registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
   reaper_ = std::thread([this] { ReapLoop(); });
   std::vector<const WorkerStats*> stats;
