@@ -26,7 +26,7 @@ TEST(FlagsTest, ParsesAllFlags) {
                        "--workers", "3", "--max-inflight=17", "--ready-file", "/tmp/r",
                        "--log-level", "debug", "--node-fd-cache", "64", "--reclaim-grace=0",
                        "--max-clients", "10", "--max-sessions-per-client", "3",
-                       "--idle-timeout", "0"});
+                       "--idle-timeout", "0", "--max-open-files-per-client", "7"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->export_dir, dir);
   EXPECT_EQ(config->listen, "127.0.0.1:0");
@@ -41,6 +41,7 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->max_clients, 10u);
   EXPECT_EQ(config->max_sessions_per_client, 3u);
   EXPECT_EQ(config->idle_timeout_s, 0u);
+  EXPECT_EQ(config->max_open_files_per_client, 7u);
   unlink(token_file.c_str());
   rmdir(dir);
 }
