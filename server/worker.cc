@@ -530,8 +530,11 @@ bool Worker::ReplayFromCache(Connection* c, const Request& request, std::span<co
   *record = nullptr;
   if (!ReplyCache::Caches(request.opcode)) return false;
   ReplyCache& cache = c->setup.client->replies;
-  const uint64_t fingerprint = ReplyCache::Fingerprint(
-      request.opcode, request.nodeid, frame.subspan(sizeof(fuse_in_header)));
+  // A connection that negotiated directory attributes gets replies of another shape: a reply
+  // cached for the other kind is not reused (the request then runs again).
+  const uint64_t fingerprint =
+      ReplyCache::Fingerprint(request.opcode, request.nodeid, frame.subspan(sizeof(fuse_in_header)))
+      ^ (c->setup.dir_attrs ? 0x9e3779b97f4a7c15ull : 0);
   std::string cached;
   switch (cache.Begin(request.unique, fingerprint, &cached)) {
     case ReplyCache::Decision::kExecute:
