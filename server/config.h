@@ -21,6 +21,11 @@ struct ServerConfig {
   std::string admin;               // admin gRPC endpoint "unix:PATH" or "HOST:PORT"; empty = off
   std::string metrics;             // Prometheus /metrics on "HOST:PORT"; empty = off
   uint32_t node_fd_cache = 0;      // node fds kept open; 0 = from RLIMIT_NOFILE (node_fd_cache.h)
+  uint32_t reclaim_grace_s = 90;   // a client's state outlives its last session this long
+  uint32_t max_clients = 0;        // client states kept; 0 = from RLIMIT_NOFILE (DefaultMaxClients)
+  uint32_t max_sessions_per_client = 256;  // connections of one client_id at a time
+  uint32_t max_open_files_per_client = 0;  // 0 = from RLIMIT_NOFILE (DefaultMaxOpenFiles...)
+  uint32_t idle_timeout_s = 900;   // close connections silent this long; 0 = never
   LogLevel log_level = LogLevel::kInfo;
 };
 

@@ -47,11 +47,22 @@ std::string_view Usage() {
          "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
          "                     [--log-level debug|info|warn|error] [--floor]\n"
          "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
-         "                     [--node-fd-cache N]\n"
+         "                     [--node-fd-cache N] [--reclaim-grace SECONDS]\n"
+         "                     [--max-clients N] [--max-sessions-per-client N]\n"
+         "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
-         "  --node-fd-cache  node fds kept open (default: a quarter of the fd limit)\n";
+         "  --node-fd-cache  node fds kept open (default: a quarter of the fd limit)\n"
+         "  --reclaim-grace  seconds a client's state (node ids, open files) is kept after its\n"
+         "                   last connection ends (default 90; 0 = freed at once)\n"
+         "  --max-clients    client states kept; more clients are refused at the handshake\n"
+         "                   (default: fd limit / 16)\n"
+         "  --max-sessions-per-client  connections of one mount (default 256)\n"
+         "  --idle-timeout   close a connection that sent nothing for this long and has\n"
+         "                   nothing in flight (default 900; 0 = never)\n"
+         "  --max-open-files-per-client  open files + directories of one mount; more opens\n"
+         "                   get ENFILE (default: a quarter of the fd limit)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -108,6 +119,30 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto n = ParseCount(arg, value, 1u << 20);
       if (!n.ok()) return n.status();
       config.node_fd_cache = *n;
+    } else if (arg == "--reclaim-grace") {
+      uint32_t seconds = 0;
+      if (!absl::SimpleAtoi(value, &seconds) || seconds > 7 * 24 * 3600) {
+        return Bad(absl::StrFormat("--reclaim-grace wants seconds in 0..604800, got '%s'", value));
+      }
+      config.reclaim_grace_s = seconds;
+    } else if (arg == "--idle-timeout") {
+      uint32_t seconds = 0;
+      if (!absl::SimpleAtoi(value, &seconds) || seconds > 7 * 24 * 3600) {
+        return Bad(absl::StrFormat("--idle-timeout wants seconds in 0..604800, got '%s'", value));
+      }
+      config.idle_timeout_s = seconds;
+    } else if (arg == "--max-clients") {
+      auto n = ParseCount(arg, value, 1u << 20);
+      if (!n.ok()) return n.status();
+      config.max_clients = *n;
+    } else if (arg == "--max-open-files-per-client") {
+      auto n = ParseCount(arg, value, 1u << 20);
+      if (!n.ok()) return n.status();
+      config.max_open_files_per_client = *n;
+    } else if (arg == "--max-sessions-per-client") {
+      auto n = ParseCount(arg, value, 65536);
+      if (!n.ok()) return n.status();
+      config.max_sessions_per_client = *n;
     } else if (arg == "--admin") {
       config.admin = value;
     } else if (arg == "--metrics") {

@@ -2,6 +2,8 @@
 //   --export DIR --listen HOST:PORT|unix:PATH [--token-file F] [--workers N]
 //   [--max-inflight N] [--ready-file F] [--log-level debug|info|warn|error] [--floor]
 //   [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT] [--node-fd-cache N]
+//   [--reclaim-grace SECONDS] [--max-clients N] [--max-sessions-per-client N]
+//   [--idle-timeout SECONDS] [--max-open-files-per-client N]
 // Both "--flag value" and "--flag=value" are accepted; --floor takes no value.
 // Stateless; callable from any thread.
 #pragma once

@@ -24,7 +24,9 @@ TEST(FlagsTest, ParsesAllFlags) {
   std::ofstream(token_file) << "s3cret \n\n";
   auto config = Parse({"--export", dir, "--listen=127.0.0.1:0", "--token-file", token_file,
                        "--workers", "3", "--max-inflight=17", "--ready-file", "/tmp/r",
-                       "--log-level", "debug", "--node-fd-cache", "64"});
+                       "--log-level", "debug", "--node-fd-cache", "64", "--reclaim-grace=0",
+                       "--max-clients", "10", "--max-sessions-per-client", "3",
+                       "--idle-timeout", "0", "--max-open-files-per-client", "7"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->export_dir, dir);
   EXPECT_EQ(config->listen, "127.0.0.1:0");
@@ -35,6 +37,11 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->log_level, LogLevel::kDebug);
   EXPECT_FALSE(config->floor);
   EXPECT_EQ(config->node_fd_cache, 64u);
+  EXPECT_EQ(config->reclaim_grace_s, 0u);
+  EXPECT_EQ(config->max_clients, 10u);
+  EXPECT_EQ(config->max_sessions_per_client, 3u);
+  EXPECT_EQ(config->idle_timeout_s, 0u);
+  EXPECT_EQ(config->max_open_files_per_client, 7u);
   unlink(token_file.c_str());
   rmdir(dir);
 }
@@ -54,6 +61,13 @@ TEST(FlagsTest, Rejects) {
   EXPECT_EQ(defaults->max_inflight, 256u);
   EXPECT_GE(defaults->workers, 1u);
   EXPECT_EQ(defaults->node_fd_cache, 0u);  // derived from RLIMIT_NOFILE at start
+  EXPECT_EQ(defaults->reclaim_grace_s, 90u);
+  EXPECT_EQ(defaults->max_clients, 0u);  // derived from RLIMIT_NOFILE at start
+  EXPECT_EQ(defaults->max_sessions_per_client, 256u);
+  EXPECT_EQ(defaults->idle_timeout_s, 900u);
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--idle-timeout", "x"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--reclaim-grace", "-1"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--max-clients", "0"}).ok());
 }
 
 TEST(FlagsTest, FloorTakesNoValue) {

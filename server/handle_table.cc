@@ -2,9 +2,18 @@
 
 #include <cerrno>
 
+#include "absl/strings/str_format.h"
 #include "common/status.h"
 
 namespace ringfs::server {
+
+absl::Status HandleTable::CheckRoom() const {
+  absl::MutexLock lock(&mu_);
+  if (handles_.size() < max_handles_) return absl::OkStatus();
+  return ErrnoError(ENFILE, absl::StrFormat("the client has %u open files and directories "
+                                            "(--max-open-files-per-client)",
+                                            handles_.size()));
+}
 
 uint64_t HandleTable::Add(HandleRef handle) {
   absl::MutexLock lock(&mu_);

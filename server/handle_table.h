@@ -46,6 +46,13 @@ using HandleRef = std::shared_ptr<Handle>;
 
 class HandleTable {
  public:
+  // `max_handles`: how many open handles CheckRoom() allows (a per-client cap on open fds).
+  explicit HandleTable(size_t max_handles = SIZE_MAX) : max_handles_(max_handles) {}
+
+  // ENFILE when the table holds max_handles handles. Checked before an open; concurrent opens
+  // on other workers may pass it together, so the cap can be exceeded by at most one handle per
+  // worker (never unboundedly).
+  [[nodiscard]] absl::Status CheckRoom() const;
   uint64_t Add(HandleRef handle);
   // ESTALE for ids this table does not know (never handed out here, or released).
   absl::StatusOr<HandleRef> Get(uint64_t fh) const;
@@ -56,6 +63,7 @@ class HandleTable {
   size_t size() const;
 
  private:
+  const size_t max_handles_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, HandleRef> handles_ ABSL_GUARDED_BY(mu_);
   IdSpace ids_ ABSL_GUARDED_BY(mu_) = IdSpace(/*first_id=*/1);  // skips ids in handles_

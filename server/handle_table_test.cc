@@ -28,6 +28,16 @@ TEST(HandleTableTest, AddGetRemove) {
   EXPECT_EQ(ToErrno(table.Remove(fh)), ESTALE);
 }
 
+TEST(HandleTableTest, CheckRoomIsEnfileAtTheCap) {
+  HandleTable table(/*max_handles=*/2);
+  EXPECT_TRUE(table.CheckRoom().ok());
+  const uint64_t fh = table.Add(NewHandle());
+  table.Add(NewHandle());
+  EXPECT_EQ(ToErrno(table.CheckRoom()), ENFILE);
+  ASSERT_TRUE(table.Remove(fh).ok());
+  EXPECT_TRUE(table.CheckRoom().ok());
+}
+
 TEST(HandleTableTest, UnknownFhIsEstale) {
   HandleTable table;
   for (uint64_t fh : {0ull, 1ull, 2ull, 12345ull, ~0ull}) {

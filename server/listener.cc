@@ -187,14 +187,16 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   }
   wire::ServerHello reply = Validate(hello, options_, session_id);
   reply.set_dir_attrs(hello.want_dir_attrs());
-  std::shared_ptr<ClientState> client;
+  ClientRegistry::Lease client;
   if (reply.result() == wire::ServerHello::OK) {
-    auto state = registry_->GetOrCreate(hello.client_id());
-    if (state.ok()) {
-      client = *std::move(state);
+    auto lease = registry_->Attach(hello.client_id());
+    if (lease.ok()) {
+      client = *std::move(lease);
     } else {
+      // The handshake has no result for "over a limit"; BAD_REQUEST with the reason
+      // (proto/wire_format.md §1).
       reply.set_result(wire::ServerHello::BAD_REQUEST);
-      reply.set_message(absl::StrFormat("cannot set up client state: %s", state.status().message()));
+      reply.set_message(absl::StrFormat("cannot serve this client now: %s", lease.status().message()));
     }
   }
   absl::Status sent = wire::SendHandshake(fd.get(), reply);

@@ -94,6 +94,7 @@ Outcome FloorRead(const Handle& handle, const ReadArgs& a, ReplyBody& body) {
 
 absl::Status Executor::Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  RETURN_IF_ERROR(ctx.client->handles.CheckRoom());
   RETURN_IF_ERROR(CheckOpenable(*node));
   ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), static_cast<int>(a.flags)));
   if (a.open_flags & FUSE_OPEN_KILL_SUIDGID) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
@@ -106,6 +107,7 @@ absl::Status Executor::Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& b
 
 absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  RETURN_IF_ERROR(ctx.client->handles.CheckRoom());  // before the file exists: nothing to undo
   const int parent_fd = parent->fd.get();
   bool created = false;
   ASSIGN_OR_RETURN(UniqueFd fd, OpenOrCreate(parent_fd, a.name, static_cast<int>(a.flags), a.mode,

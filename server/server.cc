@@ -58,13 +58,28 @@ absl::Status Server::Start() {
   // Also proves getrandom works before any table draws its id key (IdSpace::RandomKey).
   ASSIGN_OR_RETURN(instance_id_, DrawInstanceId());
   RINGFS_LOG_INFO("instance id %016x", instance_id_);
-  registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), NodeTableOptions());
+  ClientRegistry::Options registry_options = NodeTableOptions();
+  registry_options.reclaim_grace = absl::Seconds(config_.reclaim_grace_s);
+  registry_options.max_clients =
+      config_.max_clients != 0 ? config_.max_clients : DefaultMaxClients();
+  registry_options.max_sessions_per_client = config_.max_sessions_per_client;
+  registry_options.max_open_files_per_client = config_.max_open_files_per_client != 0
+                                                   ? config_.max_open_files_per_client
+                                                   : DefaultMaxOpenFilesPerClient();
+  RINGFS_LOG_INFO("client states: freed %ds after their last session, at most %u clients of "
+                  "at most %u sessions and %u open files each; idle connections closed after %ds",
+                  config_.reclaim_grace_s, registry_options.max_clients,
+                  registry_options.max_sessions_per_client,
+                  registry_options.max_open_files_per_client, config_.idle_timeout_s);
+  registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
+  reaper_ = std::thread([this] { ReapLoop(); });
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
     options.index = i;
     options.floor = config_.floor;
     options.sessions = &sessions_;
+    options.idle_timeout = absl::Seconds(config_.idle_timeout_s);
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
     stats.push_back(&workers_.back()->stats());
@@ -110,7 +125,23 @@ void Server::Stop() {
     if (listener_) listener_->Stop();
   }
   for (auto& worker : workers_) worker->Stop();
+  if (reaper_.joinable()) {
+    stop_reaper_.Notify();
+    reaper_.join();
+  }
   if (metrics_stop.joinable()) metrics_stop.join();
+}
+
+void Server::ReapLoop() {
+  // A state is freed between grace and grace + period after its last session.
+  const absl::Duration period = std::clamp(absl::Seconds(config_.reclaim_grace_s) / 4,
+                                           absl::Milliseconds(50), absl::Seconds(5));
+  while (!stop_reaper_.WaitForNotificationWithTimeout(period)) {
+    if (size_t freed = registry_->Reap(); freed > 0) {
+      RINGFS_LOG_INFO("freed the state of %u client(s) without a session for %ds (%u kept)",
+                      freed, config_.reclaim_grace_s, registry_->size());
+    }
+  }
 }
 
 ClientRegistry::Options Server::NodeTableOptions() const {

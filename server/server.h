@@ -9,11 +9,13 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/unique_fd.h"
 #include "server/admin_server.h"
 #include "server/admin_service.h"
@@ -60,11 +62,16 @@ class Server final : public AdminBackend {
   // How the client states keep their nodes (file handles or one fd each), logged once.
   ClientRegistry::Options NodeTableOptions() const;
 
+  // Frees client states whose grace period ended, until Stop().
+  void ReapLoop();
+
   const ServerConfig config_;
   std::string server_id_;
   uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
+  std::thread reaper_;
+  absl::Notification stop_reaper_;
   SessionTable sessions_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<ServerMetrics> metrics_;

@@ -91,6 +91,21 @@ class ServerMetrics::Collector : public prometheus::Collectable {
                 count);
     }
 
+    MetricFamily replays =
+        Family("ringfs_server_replays_total",
+               "Resent requests answered from the reply cache instead of running again",
+               MetricType::Counter);
+    MetricFamily idle_closed = Family("ringfs_server_idle_closed_total",
+                                      "Connections closed after --idle-timeout without traffic",
+                                      MetricType::Counter);
+    double replayed = 0, idled = 0;
+    for (const WorkerStats* w : workers_) {
+      replayed += Read(w->replays);
+      idled += Read(w->idle_closed);
+    }
+    AddSample(replays, {}, replayed);
+    AddSample(idle_closed, {}, idled);
+
     std::vector<std::shared_ptr<const SessionStats>> live = sessions_->List();
     MetricFamily sessions =
         Family("ringfs_server_sessions", "Live data connections", MetricType::Gauge);
@@ -104,7 +119,8 @@ class ServerMetrics::Collector : public prometheus::Collectable {
 
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
-         {&requests, &duration, &bytes, &errors, &rejected, &sessions, &inflight}) {
+         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &sessions,
+          &inflight}) {
       families.push_back(std::move(*family));
     }
     return families;

@@ -53,6 +53,8 @@ struct WorkerStats {
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> bytes_sent{0};
   std::atomic<uint64_t> sessions{0};  // live connections of this worker
+  std::atomic<uint64_t> replays{0};      // requests answered from a client's reply cache
+  std::atomic<uint64_t> idle_closed{0};  // connections closed by --idle-timeout
 };
 
 // One live session (= one data connection). The identity fields are fixed at creation.

@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,7 +20,7 @@
 namespace ringfs::server {
 namespace {
 
-enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo };
+enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo, kIdleTimer };
 
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
@@ -66,6 +67,7 @@ struct Worker::Connection {
   bool recv_posted = false;
   bool send_posted = false;
   bool closing = false;
+  uint64_t last_recv_ns = 0;  // when it last sent us bytes (or was adopted), for the idle check
   // Requests whose reply has not been fully sent yet; RECV pauses at max_inflight.
   uint32_t inflight = 0;
   uint32_t pending_io = 0;  // file I/O SQEs on the ring for this connection
@@ -87,6 +89,7 @@ struct Worker::IoRequest {
   AsyncIo io;
   Buffer* reply = nullptr;
   Buffer* frame = nullptr;  // keeps WRITE data alive
+  ReplyCache* record = nullptr;  // FinishReply's
   IoRequest* next_free = nullptr;
 };
 
@@ -111,6 +114,7 @@ absl::Status Worker::Start() {
   if (rc < 0) return ErrnoError(-rc, "io_uring_queue_init");
   ring_ready_ = true;
   mailbox_tag_ = std::make_unique<Tag>(Tag{TagKind::kMailbox, this});
+  idle_tag_ = std::make_unique<Tag>(Tag{TagKind::kIdleTimer, this});
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -224,6 +228,7 @@ io_uring_sqe* Worker::GetSqe() {
 
 void Worker::Run() {
   PostMailboxRead();
+  PostIdleTimer();
   constexpr unsigned kBatch = 64;
   while (!(stopping_ && connections_.empty())) {
     int rc = io_uring_submit_and_wait(&ring_, 1);
@@ -248,6 +253,9 @@ void Worker::Run() {
       switch (tag->kind) {
         case TagKind::kMailbox:
           OnMailbox(done[i].res);
+          break;
+        case TagKind::kIdleTimer:
+          OnIdleTimer();
           break;
         case TagKind::kRecv: {
           auto* c = static_cast<Connection*>(tag->owner);
@@ -278,6 +286,36 @@ void Worker::PostMailboxRead() {
   io_uring_sqe* sqe = GetSqe();
   io_uring_prep_read(sqe, mailbox_event_.get(), &mailbox_value_, sizeof(mailbox_value_), 0);
   io_uring_sqe_set_data(sqe, mailbox_tag_.get());
+}
+
+void Worker::PostIdleTimer() {
+  if (options_.idle_timeout <= absl::ZeroDuration() || stopping_) return;
+  // A connection is closed between idle_timeout and idle_timeout + period after its last byte.
+  const absl::Duration period = std::clamp(options_.idle_timeout / 4, absl::Milliseconds(50),
+                                           absl::Seconds(30));
+  const timespec ts = absl::ToTimespec(period);
+  idle_period_ = __kernel_timespec{.tv_sec = ts.tv_sec, .tv_nsec = ts.tv_nsec};
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_timeout(sqe, &idle_period_, 0, 0);
+  io_uring_sqe_set_data(sqe, idle_tag_.get());
+}
+
+void Worker::OnIdleTimer() {
+  if (stopping_) return;
+  const uint64_t now = MonotonicNs();
+  const auto limit = static_cast<uint64_t>(absl::ToInt64Nanoseconds(options_.idle_timeout));
+  std::vector<Connection*> idle;
+  for (auto& [c, owned] : connections_) {
+    // Waiting for our reply or our file I/O is not idleness (a long FSYNC, a full socket).
+    if (c->closing || c->inflight > 0 || c->pending_io > 0 || c->out_head != nullptr) continue;
+    if (now - c->last_recv_ns >= limit) idle.push_back(c);
+  }
+  for (Connection* c : idle) {
+    Bump(stats_->idle_closed);
+    Close(c, "idle (--idle-timeout)");
+    MaybeDestroy(c);
+  }
+  PostIdleTimer();
 }
 
 void Worker::OnMailbox(int result) {
@@ -327,6 +365,7 @@ void Worker::AddConnection(ConnectionSetup setup) {
   c->stats->max_inflight.store(c->setup.max_inflight, std::memory_order_relaxed);
   options_.sessions->Add(c->stats);
   c->msg.msg_iov = c->iov;
+  c->last_recv_ns = MonotonicNs();
   RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s", options_.index,
                   c->setup.session_id, c->setup.client->client_id, c->setup.peer);
   MaybePostRecv(c);
@@ -362,6 +401,7 @@ void Worker::OnRecv(Connection* c, int result) {
     Close(c, result == 0 ? "peer closed the connection" : std::strerror(-result));
     return;
   }
+  c->last_recv_ns = MonotonicNs();
   Bump(stats_->bytes_received, static_cast<uint64_t>(result));
   Bump(c->stats->bytes_received, static_cast<uint64_t>(result));
   if (c->big != nullptr) {
@@ -453,6 +493,11 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   ctx.gid = request->gid;
   ctx.pid = request->pid;
   ctx.times = c->setup.times;
+  ReplyCache* record = nullptr;
+  if (request->expects_reply && ReplayFromCache(c, *request, frame, &record)) {
+    pool_.Put(owned);
+    return;
+  }
   if (!request->expects_reply) {
     ReplyBody none(nullptr, 0);
     executor_.Execute(ctx, *request, none);
@@ -468,7 +513,7 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
   if (outcome.status.ok() && outcome.io.has_value()) {
-    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned);
+    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned, record);
     return;
   }
   pool_.Put(owned);
@@ -476,13 +521,51 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
                      fuse::OpName(request->opcode), request->unique, outcome.status.message());
   }
-  FinishReply(c, reply, request->unique, outcome.status, body.size(), request->opcode, start_ns);
+  FinishReply(c, reply, request->unique, outcome.status, body.size(), request->opcode, start_ns,
+              record);
+}
+
+bool Worker::ReplayFromCache(Connection* c, const Request& request, std::span<const char> frame,
+                             ReplyCache** record) {
+  *record = nullptr;
+  if (!ReplyCache::Caches(request.opcode)) return false;
+  ReplyCache& cache = c->setup.client->replies;
+  // A connection that negotiated directory attributes gets replies of another shape: a reply
+  // cached for the other kind is not reused (the request then runs again).
+  const uint64_t fingerprint =
+      ReplyCache::Fingerprint(request.opcode, request.nodeid, frame.subspan(sizeof(fuse_in_header)))
+      ^ (c->setup.dir_attrs ? 0x9e3779b97f4a7c15ull : 0);
+  std::string cached;
+  switch (cache.Begin(request.unique, fingerprint, &cached)) {
+    case ReplyCache::Decision::kExecute:
+      *record = &cache;
+      return false;
+    case ReplyCache::Decision::kExecuteUncached:
+      RINGFS_LOG_WARN("session %u: %s unique %u reuses the unique of another request; not cached",
+                      c->setup.session_id, fuse::OpName(request.opcode), request.unique);
+      return false;
+    case ReplyCache::Decision::kReplay:
+      break;
+  }
+  // The first execution's reply, byte for byte: its lookup (for an entry reply) is already
+  // counted and is the one the kernel counts when this reply reaches it.
+  RINGFS_LOG_INFO("session %u: %s unique %u is a replay; answered from the reply cache",
+                  c->setup.session_id, fuse::OpName(request.opcode), request.unique);
+  Bump(stats_->replays);
+  SetInflight(c, c->inflight + 1);
+  Buffer* reply = pool_.Get(cached.size());
+  std::memcpy(reply->data.get(), cached.data(), cached.size());
+  reply->size = cached.size();
+  QueueReply(c, reply);
+  return true;
 }
 
 void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io,
-                     Buffer* reply, std::span<const char> frame, Buffer* owned) {
+                     Buffer* reply, std::span<const char> frame, Buffer* owned,
+                     ReplyCache* record) {
   IoRequest* r = AllocIoRequest();
   r->conn = c;
+  r->record = record;
   r->unique = request.unique;
   r->opcode = request.opcode;
   r->start_ns = start_ns;
@@ -518,19 +601,17 @@ void Worker::OnIo(IoRequest* r, int result) {
   --c->pending_io;
   pool_.Put(std::exchange(r->frame, nullptr));
   Buffer* reply = std::exchange(r->reply, nullptr);
-  if (c->closing) {
-    pool_.Put(reply);
-  } else {
-    size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
-    ReplyBody body(reply->data.get() + kOutHeader, capacity);
-    absl::Status status = Executor::CompleteIo(r->io, result, body);
-    FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns);
-  }
+  // Finished even when the connection is closing: a replay on the next connection needs it.
+  size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
+  ReplyBody body(reply->data.get() + kOutHeader, capacity);
+  absl::Status status = Executor::CompleteIo(r->io, result, body);
+  FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns, r->record);
   FreeIoRequest(r);
 }
 
 void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
-                         size_t body_size, uint32_t opcode, uint64_t start_ns) {
+                         size_t body_size, uint32_t opcode, uint64_t start_ns,
+                         ReplyCache* record) {
   fuse_out_header out{};
   out.unique = unique;
   if (status.ok()) {
@@ -547,6 +628,8 @@ void Worker::FinishReply(Connection* c, Buffer* reply, uint64_t unique, const ab
   }
   std::memcpy(reply->data.get(), &out, sizeof(out));
   reply->size = out.len;
+  // Recorded even when the connection is closing: that is when a replay will follow.
+  if (record != nullptr) record->Finish(unique, std::span<const char>(reply->data.get(), reply->size));
   QueueReply(c, reply);
 }
 
@@ -653,6 +736,7 @@ Worker::IoRequest* Worker::AllocIoRequest() {
 void Worker::FreeIoRequest(IoRequest* r) {
   r->io = AsyncIo{};  // drops the handle reference
   r->conn = nullptr;
+  r->record = nullptr;
   r->next_free = free_io_;
   free_io_ = r;
 }

@@ -41,7 +41,7 @@ struct ConnectionSetup {
   uint64_t session_id = 0;
   uint32_t queue = 0;  // the client's kernel queue
   int64_t connected_unix_ns = 0;
-  std::shared_ptr<ClientState> client;
+  ClientRegistry::Lease client;  // the session's hold on its client's state
   uint32_t max_inflight = 1;
   uint32_t max_frame_bytes = 0;
   CacheTimes times;
@@ -56,6 +56,9 @@ class Worker {
     unsigned ring_entries = 256;
     bool floor = false;  // Executor::Options::floor
     SessionTable* sessions = nullptr;  // REQUIRES: set; outlives the worker
+    // A connection that has sent nothing for this long while nothing of it is in flight is
+    // closed (the client reconnects when it has work again). Zero: never.
+    absl::Duration idle_timeout = absl::ZeroDuration();
   };
 
   explicit Worker(Options options);
@@ -106,6 +109,9 @@ class Worker {
   void Run();
   io_uring_sqe* GetSqe();
   void PostMailboxRead();
+  // The idle check's periodic timeout SQE, and what it does when it fires.
+  void PostIdleTimer();
+  void OnIdleTimer();
   void OnMailbox(int result);
   [[nodiscard]] absl::Status Post(Command command, absl::Duration timeout);
   void RunCommand(Command& command);
@@ -116,11 +122,17 @@ class Worker {
   void ProcessInput(Connection* c);
   void MaybePostRecv(Connection* c);
   void HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned);
+  // Whether `request` is answered from its client's reply cache (then it is answered here).
+  // Otherwise *record is the cache to record its reply in, or null.
+  bool ReplayFromCache(Connection* c, const Request& request, std::span<const char> frame,
+                       ReplyCache** record);
   void StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io, Buffer* reply,
-               std::span<const char> frame, Buffer* owned);
-  // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram.
+               std::span<const char> frame, Buffer* owned, ReplyCache* record);
+  // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram. `record`, when
+  // set, keeps a copy of the reply for replays of the same request (ReplyCache::Finish).
   void FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
-                   size_t body_size, uint32_t opcode, uint64_t start_ns);
+                   size_t body_size, uint32_t opcode, uint64_t start_ns,
+                   ReplyCache* record = nullptr);
   void SetInflight(Connection* c, uint32_t inflight);
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
@@ -147,6 +159,8 @@ class Worker {
   bool ring_ready_ = false;
   std::unique_ptr<Tag> mailbox_tag_;
   uint64_t mailbox_value_ = 0;
+  std::unique_ptr<Tag> idle_tag_;
+  __kernel_timespec idle_period_{};  // read by the kernel when the timeout SQE is submitted
   bool stopping_ = false;
   bool draining_ = false;
   const std::unique_ptr<WorkerStats> stats_ = std::make_unique<WorkerStats>();
