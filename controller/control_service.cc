@@ -13,6 +13,7 @@
 #include "controller/fuse_flag_names.h"
 #include "frontend/fusectl.h"
 #include "frontend/queue/ownership.h"
+#include "frontend/stats_snapshot.h"
 
 namespace ringfs::controller {
 namespace {
@@ -20,16 +21,11 @@ namespace {
 namespace queue = frontend::queue;
 using frontend::QueueEngine;
 using frontend::WorkerState;
-using frontend::WorkerStats;
 
 constexpr uint32_t kDefaultWatchIntervalMs = 1000;
 constexpr uint32_t kMinWatchIntervalMs = 100;
 // A watch notices a cancelled client or a shutdown within this long.
 constexpr auto kWatchPollSlice = std::chrono::milliseconds(50);
-
-uint64_t Load(const std::atomic<uint64_t>& counter) {
-  return counter.load(std::memory_order_relaxed);
-}
 
 // The wire says 0 for unlimited; the engine says BackgroundLimiter::kUnlimited.
 uint64_t LimitToWire(uint64_t limit) {
@@ -59,9 +55,10 @@ absl::StatusOr<int> CpuFromWire(uint32_t cpu, const queue::Topology& topology) {
 }
 
 // The state the queue RPCs answer with: settings from `config`, one QueueInfo per kernel queue
-// from the workers' counters, read now.
-control::QueueState ReadQueueState(const QueueEngine& engine, const queue::QueueConfig& config) {
-  const queue::Topology& topology = engine.topology();
+// from `snapshot`, the workers' counters read just before.
+control::QueueState ReadQueueState(const queue::Topology& topology,
+                                   const frontend::StatsSnapshot& snapshot,
+                                   const queue::QueueConfig& config) {
   control::QueueState state;
   state.set_timestamp_unix_ns(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())
@@ -84,41 +81,35 @@ control::QueueState ReadQueueState(const QueueEngine& engine, const queue::Queue
   // The config was validated when it was applied, so the owners exist.
   std::vector<int> owners =
       queue::ComputeOwners(topology, config.active_cpus).value_or(std::vector<int>());
-  for (size_t i = 0; i < topology.size(); ++i) {
-    const int cpu = topology.cpus()[i];
-    const WorkerStats& s = engine.stats(i);
+  // The snapshot's queues are the topology's CPUs, in its order.
+  for (size_t i = 0; i < snapshot.queues.size(); ++i) {
+    const frontend::QueueSnapshot& qs = snapshot.queues[i];
+    const frontend::WorkerCounters& s = qs.worker;
+    const int cpu = qs.cpu;
     control::QueueInfo* q = state.add_queues();
     q->set_qid(cpu);
     q->set_owner_cpu(i < owners.size() ? owners[i] : cpu);
-    q->set_numa_node(topology.node_of_cpu_index()[i]);
+    q->set_numa_node(topology.NodeOf(cpu));
     bool active = false;
     for (int a : config.active_cpus) active |= a == cpu;
     q->set_active(active);
-    q->set_worker_state(WorkerStateName(s.state.load(std::memory_order_relaxed)));
-    q->set_entries_held(Load(s.entries_held));
-    q->set_inflight(Load(s.inflight));
-    q->set_background_inflight(Load(s.background_inflight));
-    q->set_background_queued(Load(s.background_queued));
-    q->set_background_limit(LimitToWire(Load(s.background_limit)));
-    q->set_background_inflight_max(Load(s.background_inflight_max));
-    // Counted by whichever worker's ring the request arrived on, per kernel qid.
-    uint64_t received = 0;
-    for (size_t w = 0; w < topology.size(); ++w) {
-      const WorkerStats& other = engine.stats(w);
-      if (static_cast<size_t>(cpu) < other.queues) received += Load(other.received_by_qid[cpu]);
-    }
-    q->set_received_total(received);
-    q->set_forwarded_total(Load(s.forwarded));
-    q->set_forwarded_foreground(Load(s.forwarded_foreground));
-    q->set_forwarded_background(Load(s.forwarded_background));
-    q->set_handoffs_in(Load(s.handoffs_in));
-    q->set_handoffs_out(Load(s.handoffs_out));
-    uint64_t with_errno = 0;
-    for (size_t err = 1; err < WorkerStats::kErrnos; ++err) with_errno += Load(s.replies_by_errno[err]);
-    q->set_errors(with_errno);
+    q->set_worker_state(WorkerStateName(static_cast<uint32_t>(s.state)));
+    q->set_entries_held(s.entries_held);
+    q->set_inflight(s.inflight);
+    q->set_background_inflight(s.background_inflight);
+    q->set_background_queued(s.background_queued);
+    q->set_background_limit(LimitToWire(s.background_limit));
+    q->set_background_inflight_max(s.background_inflight_max);
+    q->set_received_total(qs.received);
+    q->set_forwarded_total(s.forwarded);
+    q->set_forwarded_foreground(s.forwarded_foreground);
+    q->set_forwarded_background(s.forwarded_background);
+    q->set_handoffs_in(s.handoffs_in);
+    q->set_handoffs_out(s.handoffs_out);
+    q->set_errors(s.Errors());
     q->set_failures(s.TotalFailures());
-    q->set_interrupted(Load(s.interrupted));
-    q->set_reconnects(Load(s.reconnects));
+    q->set_interrupted(s.interrupted);
+    q->set_reconnects(s.reconnects);
   }
   return state;
 }
@@ -158,7 +149,7 @@ absl::Status ControlService::ChangeConfig(Change&& change, control::QueueState* 
   queue::QueueConfig config = engine->config();
   RETURN_IF_ERROR(change(engine->topology(), config));
   RETURN_IF_ERROR(engine->Apply(config));
-  *reply = ReadQueueState(*engine, engine->config());
+  *reply = ReadQueueState(engine->topology(), session_->Snapshot(), engine->config());
   return absl::OkStatus();
 }
 
@@ -167,7 +158,7 @@ grpc::Status ControlService::ListQueues(grpc::ServerContext* context,
                                         control::QueueState* reply) {
   return Serve(context, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(QueueEngine * engine, Engine());
-    *reply = ReadQueueState(*engine, engine->config());
+    *reply = ReadQueueState(engine->topology(), session_->Snapshot(), engine->config());
     return absl::OkStatus();
   });
 }
@@ -335,7 +326,8 @@ absl::Status ControlService::Watch(grpc::ServerContext* context,
       }
     }
     if (context->IsCancelled() || shut_down_.load()) return absl::OkStatus();
-    if (!writer->Write(ReadQueueState(*engine, engine->config()))) {
+    if (!writer->Write(
+            ReadQueueState(engine->topology(), session_->Snapshot(), engine->config()))) {
       return absl::OkStatus();  // the client went away
     }
   }

@@ -15,21 +15,22 @@
 #include "common/log.h"
 #include "common/rpc/endpoint.h"
 #include "frontend/fusectl.h"
+#include "frontend/stats_snapshot.h"
 
 namespace ringfs::controller {
 namespace {
 
+using frontend::HistogramSnapshot;
 using frontend::LatencyHistogram;
-using frontend::WorkerStats;
+using frontend::QueueSnapshot;
+using frontend::WorkerCounters;
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 constexpr const char* kClassNames[2] = {"foreground", "background"};
 
-double Load(const std::atomic<uint64_t>& counter) {
-  return static_cast<double>(counter.load(std::memory_order_relaxed));
-}
+double Value(uint64_t value) { return static_cast<double>(value); }
 
 MetricFamily Family(const char* name, const char* help, MetricType type) {
   return MetricFamily{name, help, type, {}};
@@ -55,19 +56,18 @@ ClientMetric& AddSample(MetricFamily& family, std::vector<ClientMetric::Label> l
 
 // The worker's per-bucket counts become Prometheus' cumulative buckets, +Inf last.
 void AddHistogram(MetricFamily& family, std::vector<ClientMetric::Label> labels,
-                  const LatencyHistogram& histogram) {
+                  const HistogramSnapshot& histogram) {
   ClientMetric& metric = family.metric.emplace_back();
   metric.label = std::move(labels);
   uint64_t cumulative = 0;
   for (size_t b = 0; b < LatencyHistogram::kBuckets; ++b) {
-    cumulative += histogram.counts[b].load(std::memory_order_relaxed);
+    cumulative += histogram.counts[b];
     double bound = b + 1 < LatencyHistogram::kBuckets ? LatencyHistogram::kBoundsSeconds[b]
                                                       : std::numeric_limits<double>::infinity();
     metric.histogram.bucket.push_back({cumulative, bound});
   }
   metric.histogram.sample_count = cumulative;
-  metric.histogram.sample_sum =
-      static_cast<double>(histogram.sum_ns.load(std::memory_order_relaxed)) * 1e-9;
+  metric.histogram.sample_sum = static_cast<double>(histogram.sum_ns) * 1e-9;
 }
 
 std::string ErrnoName(int err) {
@@ -85,11 +85,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
   std::vector<MetricFamily> Collect() const override {
     std::vector<MetricFamily> families;
     CollectConnection(families);
-    if (frontend::QueueEngine* engine = session_->engine(); engine != nullptr) {
-      CollectQueues(*engine, families);
-    } else {
-      CollectClassic(families);
-    }
+    const frontend::StatsSnapshot snapshot = session_->Snapshot();
+    if (!snapshot.queues.empty()) CollectWorkers(snapshot, families);
     return families;
   }
 
@@ -126,41 +123,11 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     }
   }
 
-  // One worker's series: `queue` is its label, `received` the requests that arrived on it.
-  struct QueueView {
-    std::string queue;
-    const WorkerStats* stats;
-    double received;
-  };
-
-  void CollectQueues(const frontend::QueueEngine& engine,
-                     std::vector<MetricFamily>& families) const {
-    const auto& cpus = engine.topology().cpus();
-    std::vector<QueueView> views;
-    for (size_t i = 0; i < cpus.size(); ++i) {
-      const int cpu = cpus[i];
-      double arrived = 0;  // whichever worker's ring it arrived on
-      for (size_t w = 0; w < cpus.size(); ++w) {
-        const WorkerStats& other = engine.stats(w);
-        if (static_cast<size_t>(cpu) < other.queues) arrived += Load(other.received_by_qid[cpu]);
-      }
-      views.push_back({absl::StrCat(cpu), &engine.stats(i), arrived});
-    }
-    CollectWorkers(views, /*queue_engine=*/true, families);
-  }
-
-  // Classic transport: one /dev/fuse worker per CPU, no queue engine (no background limit,
-  // active set or hand-offs).
-  void CollectClassic(std::vector<MetricFamily>& families) const {
-    std::vector<QueueView> views;
-    for (const auto& [cpu, stats] : session_->ClassicWorkerStats()) {
-      views.push_back({absl::StrCat(cpu), stats, Load(stats->devfuse_requests)});
-    }
-    if (!views.empty()) CollectWorkers(views, /*queue_engine=*/false, families);
-  }
-
-  void CollectWorkers(const std::vector<QueueView>& views, bool queue_engine,
+  // The per-queue series. Without the queue engine (classic transport) the background, active-set
+  // and hand-off ones do not exist.
+  void CollectWorkers(const frontend::StatsSnapshot& snapshot,
                       std::vector<MetricFamily>& families) const {
+    const bool queue_engine = snapshot.queue_engine;
     MetricFamily received = Family("ringfs_frontend_requests_received_total",
                                    "Requests the kernel put on this queue", MetricType::Counter);
     MetricFamily requests =
@@ -211,14 +178,14 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         Family("ringfs_frontend_backend_reconnects_total",
                "Reconnections of this worker to the server", MetricType::Counter);
 
-    for (const QueueView& view : views) {
-      const std::string& queue = view.queue;
-      const WorkerStats& s = *view.stats;
-      AddSample(received, {{"queue", queue}}, view.received);
+    for (const QueueSnapshot& q : snapshot.queues) {
+      const std::string queue = absl::StrCat(q.cpu);
+      const WorkerCounters& s = q.worker;
+      AddSample(received, {{"queue", queue}}, Value(q.received));
 
       for (int c = 0; c < 2; ++c) {
-        for (size_t op = 0; op < WorkerStats::kOpcodes; ++op) {
-          double count = Load(s.forwarded_by_op[c][op]);
+        for (size_t op = 0; op < s.forwarded_by_op[c].size(); ++op) {
+          double count = Value(s.forwarded_by_op[c][op]);
           if (count == 0) continue;
           AddSample(requests,
                     {{"queue", queue},
@@ -229,27 +196,27 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         AddHistogram(duration, {{"queue", queue}, {"class", kClassNames[c]}},
                      s.request_duration[c]);
       }
-      AddSample(inflight, {{"queue", queue}}, Load(s.inflight));
+      AddSample(inflight, {{"queue", queue}}, Value(s.inflight));
       if (queue_engine) {
-        AddSample(bg_inflight, {{"queue", queue}}, Load(s.background_inflight));
-        AddSample(bg_queued, {{"queue", queue}}, Load(s.background_queued));
-        uint64_t limit = s.background_limit.load(std::memory_order_relaxed);
+        AddSample(bg_inflight, {{"queue", queue}}, Value(s.background_inflight));
+        AddSample(bg_queued, {{"queue", queue}}, Value(s.background_queued));
+        uint64_t limit = s.background_limit;
         AddSample(bg_limit, {{"queue", queue}},
                   limit >= frontend::queue::BackgroundLimiter::kUnlimited
                       ? std::numeric_limits<double>::infinity()
                       : static_cast<double>(limit));
         // The worker's own state: after a change it reads back what the engine applied.
-        bool is_active = s.state.load(std::memory_order_relaxed) ==
-                         static_cast<uint32_t>(frontend::WorkerState::kActive);
+        bool is_active = s.state == frontend::WorkerState::kActive;
         AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
-        AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Load(s.handoffs_in));
-        AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Load(s.handoffs_out));
+        AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Value(s.handoffs_in));
+        AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Value(s.handoffs_out));
       }
       AddHistogram(rtt, {{"queue", queue}}, s.backend_rtt);
-      AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Load(s.bytes_to_server));
-      AddSample(bytes, {{"queue", queue}, {"direction", "from_server"}}, Load(s.bytes_from_server));
-      for (size_t err = 0; err < WorkerStats::kErrnos; ++err) {
-        double count = Load(s.replies_by_errno[err]);
+      AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Value(s.bytes_to_server));
+      AddSample(bytes, {{"queue", queue}, {"direction", "from_server"}},
+                Value(s.bytes_from_server));
+      for (size_t err = 0; err < s.replies_by_errno.size(); ++err) {
+        double count = Value(s.replies_by_errno[err]);
         if (count == 0) continue;
         AddSample(replies,
                   {{"queue", queue}, {"errno", err == 0 ? "0" : ErrnoName(static_cast<int>(err))}},
@@ -258,11 +225,11 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
       // Every reason, zeros included, so rate() and alerts have a series from the start.
       for (size_t reason = 0; reason < frontend::kFailureReasons; ++reason) {
         AddSample(failures, {{"queue", queue}, {"reason", frontend::FailureReasonName(reason)}},
-                  Load(s.failures[reason]));
+                  Value(s.failures[reason]));
       }
-      AddSample(interrupted, {{"queue", queue}}, Load(s.interrupted));
-      AddSample(reconnects, {{"queue", queue}}, Load(s.reconnects));
-      AddSample(local, {{"queue", queue}}, Load(s.answered_locally));
+      AddSample(interrupted, {{"queue", queue}}, Value(s.interrupted));
+      AddSample(reconnects, {{"queue", queue}}, Value(s.reconnects));
+      AddSample(local, {{"queue", queue}}, Value(s.answered_locally));
     }
     for (MetricFamily* family : {&received, &requests, &inflight, &duration, &rtt, &bytes,
                                  &replies, &failures, &interrupted, &reconnects, &local}) {

@@ -1,6 +1,7 @@
 // The frontend's Prometheus endpoint (-o metrics=HOST:PORT): /metrics served by prometheus-cpp,
-// with a collector that reads the workers' counters at scrape time. The workers stay the only
-// writers of their WorkerStats (STYLE.md 10); nothing here keeps a copy.
+// with a collector that takes a StatsSnapshot of the workers (frontend/stats_snapshot.h) at each
+// scrape. The workers stay the only writers of their WorkerStats (STYLE.md 10); nothing here keeps
+// a copy between scrapes.
 // Exported series (label queue = the worker's CPU = kernel qid):
 //   ringfs_frontend_requests_received_total{queue}          counter, by the qid it arrived on
 //   ringfs_frontend_requests_total{queue,class,op}           counter, by the forwarding worker;

@@ -56,14 +56,20 @@ MountSession::~MountSession() {
   if (engine_) engine_->Stop();
 }
 
-std::vector<std::pair<int, const WorkerStats*>> MountSession::ClassicWorkerStats() const {
-  std::vector<std::pair<int, const WorkerStats*>> out;
-  if (init_.use_ring) return out;
-  // stats_[i] belongs to devfuse_workers_[i] (StartWorkers adds them in pairs).
-  for (size_t i = 0; i < devfuse_workers_.size() && i < stats_.size(); ++i) {
-    out.emplace_back(devfuse_workers_[i]->cpu(), stats_[i].get());
+StatsSnapshot MountSession::Snapshot() const {
+  std::vector<const WorkerStats*> devfuse;
+  for (const auto& s : stats_) devfuse.push_back(s.get());
+  if (engine_) {
+    std::vector<const WorkerStats*> queues;
+    for (size_t i = 0; i < engine_->topology().size(); ++i) queues.push_back(&engine_->stats(i));
+    return SnapshotQueueEngine(engine_->topology(), queues, devfuse);
   }
-  return out;
+  // stats_[i] belongs to devfuse_workers_[i] (StartWorkers adds them in pairs).
+  std::vector<std::pair<int, const WorkerStats*>> classic;
+  for (size_t i = 0; i < devfuse_workers_.size() && i < stats_.size(); ++i) {
+    classic.emplace_back(devfuse_workers_[i]->cpu(), stats_[i].get());
+  }
+  return SnapshotClassic(classic);
 }
 
 BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
@@ -258,62 +264,44 @@ void MountSession::Run() {
   if (engine_) engine_->Stop();
   mounted_ = false;
   WriteStats();
-  uint64_t ring = 0, devfuse = 0;
-  for (const auto& s : stats_) devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
-  if (engine_) {
-    for (size_t i = 0; i < engine_->topology().size(); ++i) {
-      ring += engine_->stats(i).ring_requests.load(std::memory_order_relaxed);
-    }
-  }
+  const WorkerCounters total = Snapshot().Total();
   RINGFS_LOG_INFO("unmounted %s: %u requests over the ring, %u over /dev/fuse",
-                  options_.mountpoint, ring, devfuse);
+                  options_.mountpoint, total.ring_requests, total.devfuse_requests);
 }
 
 void MountSession::WriteStats() const {
   if (options_.stats_file.empty()) return;
-  std::vector<const WorkerStats*> all;
-  for (const auto& s : stats_) all.push_back(s.get());
-  if (engine_) {
-    for (size_t i = 0; i < engine_->topology().size(); ++i) all.push_back(&engine_->stats(i));
-  }
-  uint64_t ring = 0, devfuse = 0, forgets = 0, errors = 0, replies = 0, local = 0;
-  for (const WorkerStats* s : all) {
-    ring += s->ring_requests.load(std::memory_order_relaxed);
-    devfuse += s->devfuse_requests.load(std::memory_order_relaxed);
-    forgets += s->forgets.load(std::memory_order_relaxed);
-    errors += s->TotalFailures();
-    replies += s->replies.load(std::memory_order_relaxed);
-    local += s->answered_locally.load(std::memory_order_relaxed);
-  }
+  const StatsSnapshot snapshot = Snapshot();
+  const WorkerCounters total = snapshot.Total();
   // INIT was read before any worker existed; count it so devfuse_requests is complete.
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\n",
-      init_.use_ring ? "uring" : "classic", ring, devfuse + 1, forgets, errors, replies, local,
-      engine_ ? engine_->topology().size() : devfuse_workers_.size());
-  if (engine_) {
+      init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
+      total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
+      snapshot.queues.size());
+  if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};
-    for (size_t i = 0; i < engine_->topology().size(); ++i) {
-      const WorkerStats& w = engine_->stats(i);
-      int cpu = engine_->topology().cpus()[i];
+    for (const QueueSnapshot& q : snapshot.queues) {
+      const WorkerCounters& w = q.worker;
       auto line = [&](const char* name, uint64_t value) {
-        text += absl::StrFormat("worker.%d.%s=%u\n", cpu, name, value);
+        text += absl::StrFormat("worker.%d.%s=%u\n", q.cpu, name, value);
       };
-      text += absl::StrFormat("worker.%d.state=%s\n", cpu,
-                              kStateNames[w.state.load(std::memory_order_relaxed) % 3]);
-      line("forwarded", w.forwarded.load(std::memory_order_relaxed));
-      line("forwarded_foreground", w.forwarded_foreground.load(std::memory_order_relaxed));
-      line("forwarded_background", w.forwarded_background.load(std::memory_order_relaxed));
-      line("inflight", w.inflight.load(std::memory_order_relaxed));
-      line("background_inflight", w.background_inflight.load(std::memory_order_relaxed));
-      line("background_queued", w.background_queued.load(std::memory_order_relaxed));
-      line("background_inflight_max", w.background_inflight_max.load(std::memory_order_relaxed));
-      line("background_limit", w.background_limit.load(std::memory_order_relaxed));
-      line("handoffs_in", w.handoffs_in.load(std::memory_order_relaxed));
-      line("handoffs_out", w.handoffs_out.load(std::memory_order_relaxed));
-      line("entries_held", w.entries_held.load(std::memory_order_relaxed));
-      line("ring_requests", w.ring_requests.load(std::memory_order_relaxed));
+      text += absl::StrFormat("worker.%d.state=%s\n", q.cpu,
+                              kStateNames[static_cast<uint32_t>(w.state) % 3]);
+      line("forwarded", w.forwarded);
+      line("forwarded_foreground", w.forwarded_foreground);
+      line("forwarded_background", w.forwarded_background);
+      line("inflight", w.inflight);
+      line("background_inflight", w.background_inflight);
+      line("background_queued", w.background_queued);
+      line("background_inflight_max", w.background_inflight_max);
+      line("background_limit", w.background_limit);
+      line("handoffs_in", w.handoffs_in);
+      line("handoffs_out", w.handoffs_out);
+      line("entries_held", w.entries_held);
+      line("ring_requests", w.ring_requests);
     }
   }
   std::string temporary = options_.stats_file + ".tmp";

@@ -16,6 +16,7 @@
 #include "frontend/init_negotiation.h"
 #include "frontend/options.h"
 #include "frontend/queue_engine.h"
+#include "frontend/stats_snapshot.h"
 #include "frontend/worker_stats.h"
 
 namespace ringfs::frontend {
@@ -51,9 +52,10 @@ class MountSession {
 
   // The ring transport's queue engine; nullptr with the classic transport.
   QueueEngine* engine() { return engine_.get(); }
-  // The classic transport's per-CPU workers as (cpu, counters); empty with the ring transport
-  // (its /dev/fuse side channel is not a queue). Fixed once Start() returned.
-  std::vector<std::pair<int, const WorkerStats*>> ClassicWorkerStats() const;
+  // Every worker's counters, read now: one queue per CPU (the engine's workers, or the classic
+  // transport's /dev/fuse workers) plus the ring transport's /dev/fuse side channel. Any thread
+  // may call it once Start() returned (the set of workers is fixed from then on).
+  StatsSnapshot Snapshot() const;
   MountDescription description() const;
   // The mount's device number (fusectl connection id = its minor); 0 before Start().
   dev_t device() const { return device_; }

@@ -8,6 +8,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev
   libgtest-dev libgmock-dev fio attr util-linux procps jq iproute2
+  # scripts/thread_safety.sh: clang++ (14 on Debian 12) checks the lock annotations GCC ignores.
+  clang
   # bench/run.sh compares against sshfs through its own sshd and plots with matplotlib;
   # the Prometheus test scrapes real endpoints with Debian's server.
   sshfs openssh-server openssh-client python3-matplotlib prometheus

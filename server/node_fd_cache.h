@@ -31,7 +31,10 @@ class NodeFdCache {
   // Takes `node` out if it is cached; returns it (for the caller to drop unlocked) or null.
   [[nodiscard]] NodeRef Erase(const Node& node);
 
-  size_t capacity() const { return slots_.size(); }
+  size_t capacity() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return slots_.size();
+  }
   size_t size() const;
 
  private:

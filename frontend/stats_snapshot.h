@@ -1,0 +1,95 @@
+// A plain copy of the frontend workers' counters, read once per worker: what the stats file, the
+// control plane's ListQueues/WatchQueues and the Prometheus collector all report from, so that
+// they read WorkerStats the same way. Taking one reads the atomics (relaxed, no lock, STYLE.md
+// 10); the workers may go on counting meanwhile, so counters of different workers are read
+// moments apart, never torn. The result is a value: any thread may keep and read it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "frontend/queue/topology.h"
+#include "frontend/worker_stats.h"
+
+namespace ringfs::frontend {
+
+struct HistogramSnapshot {
+  std::array<uint64_t, LatencyHistogram::kBuckets> counts = {};  // per bucket, not cumulative
+  int64_t sum_ns = 0;
+
+  uint64_t Count() const;
+};
+
+// Every counter of one worker (WorkerStats without the atomics and the per-qid arrivals).
+struct WorkerCounters {
+  WorkerState state = WorkerState::kStopped;
+  uint64_t ring_requests = 0;
+  uint64_t devfuse_requests = 0;
+  uint64_t forgets = 0;
+  uint64_t replies = 0;
+  uint64_t answered_locally = 0;
+  uint64_t interrupted = 0;
+  uint64_t reconnects = 0;
+
+  uint64_t forwarded = 0;
+  uint64_t forwarded_foreground = 0;
+  uint64_t forwarded_background = 0;
+  uint64_t handoffs_in = 0;
+  uint64_t handoffs_out = 0;
+  uint64_t inflight = 0;
+  uint64_t background_inflight = 0;
+  uint64_t background_queued = 0;
+  uint64_t background_inflight_max = 0;
+  uint64_t background_limit = 0;  // BackgroundLimiter::kUnlimited or more: unlimited
+  uint64_t entries_held = 0;
+
+  HistogramSnapshot request_duration[2];  // 0 foreground, 1 background
+  HistogramSnapshot backend_rtt;
+  std::array<std::array<uint64_t, WorkerStats::kOpcodes>, 2> forwarded_by_op = {};
+  uint64_t bytes_to_server = 0;
+  uint64_t bytes_from_server = 0;
+  std::array<uint64_t, WorkerStats::kErrnos> replies_by_errno = {};
+  std::array<uint64_t, kFailureReasons> failures = {};
+
+  // Answers with an errno other than 0, expected ones included.
+  uint64_t Errors() const;
+  // Answers that are failures of ringfs or the server (every reason).
+  uint64_t TotalFailures() const;
+};
+
+WorkerCounters ReadWorkerCounters(const WorkerStats& stats);
+
+// One kernel queue and the worker of its CPU.
+struct QueueSnapshot {
+  int cpu = 0;  // the queue's CPU = kernel qid, the `queue` label
+  // Requests the kernel put on this queue: with the ring transport, summed over every worker
+  // whose ring they arrived on; with the classic transport, read from /dev/fuse by its worker.
+  uint64_t received = 0;
+  WorkerCounters worker;
+};
+
+struct StatsSnapshot {
+  bool queue_engine = false;  // ring transport: the engine's counters (limits, hand-offs) apply
+  std::vector<QueueSnapshot> queues;  // ascending CPU with the ring transport
+  // Workers that serve no queue: the ring transport's /dev/fuse side channel.
+  std::vector<WorkerCounters> other_workers;
+
+  // Every worker's counters added up, queues and others: counters, histograms and the in-flight
+  // gauges; `state`, `background_limit` and `background_inflight_max` stay at their defaults.
+  WorkerCounters Total() const;
+};
+
+// The queue engine's workers: `workers[i]` counts for `topology.cpus()[i]` and indexes its
+// received_by_qid by position in topology.cpus() (never by CPU number, which need not be
+// contiguous). REQUIRES: workers.size() == topology.size().
+StatsSnapshot SnapshotQueueEngine(const queue::Topology& topology,
+                                  std::span<const WorkerStats* const> workers,
+                                  std::span<const WorkerStats* const> side_channel);
+
+// The classic transport's workers as (cpu, counters), one queue each.
+StatsSnapshot SnapshotClassic(std::span<const std::pair<int, const WorkerStats*>> workers);
+
+}  // namespace ringfs::frontend
