@@ -275,6 +275,22 @@ TEST_F(ServerAdminProcessTest, MetricsShowRequestsErrorsRejectionsAndSessions) {
   EXPECT_EQ(Value(m, "ringfs_server_sessions"), 2);
   admin::ListSessionsResponse sessions = Sessions();
   ASSERT_EQ(sessions.sessions_size(), 2);
+  // A request counts as in flight until its reply's SENDMSG has completed at the server, which
+  // may be just after the client has read the reply: wait (bounded) for the gauges to settle.
+  auto settle = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto busy = [&](const std::vector<Sample>& samples) {
+    for (const admin::SessionInfo& s : sessions.sessions()) {
+      if (Value(samples, "ringfs_server_inflight",
+                {{"session", std::to_string(s.session_id())}}) != 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  while (busy(m) && std::chrono::steady_clock::now() < settle) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    m = Scrape();
+  }
   for (const admin::SessionInfo& s : sessions.sessions()) {
     EXPECT_EQ(Value(m, "ringfs_server_inflight", {{"session", std::to_string(s.session_id())}}), 0)
         << "session " << s.session_id();
