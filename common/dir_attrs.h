@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/fuse_ops.h"
+
 namespace ringfs::wire {
 
 struct DirAttrTrailer {
@@ -29,21 +31,6 @@ static_assert(sizeof(DirAttrTrailer) == 112, "wire layout");
 inline constexpr size_t kMaxDirAttrTrailers = 2;
 
 // Opcodes whose success reply may carry dir-attr trailers.
-constexpr bool CarriesDirAttrs(uint32_t opcode) {
-  switch (opcode) {
-    case FUSE_CREATE:
-    case FUSE_MKNOD:
-    case FUSE_MKDIR:
-    case FUSE_SYMLINK:
-    case FUSE_LINK:
-    case FUSE_UNLINK:
-    case FUSE_RMDIR:
-    case FUSE_RENAME:
-    case FUSE_RENAME2:
-      return true;
-    default:
-      return false;
-  }
-}
+constexpr bool CarriesDirAttrs(uint32_t opcode) { return fuse::ChangesNamespace(opcode); }
 
 }  // namespace ringfs::wire

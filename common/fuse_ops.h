@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <linux/fuse.h>
+
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -45,5 +47,25 @@ ReplyBounds SuccessReplyBounds(uint32_t opcode, const void* op_in, size_t op_in_
 
 // Largest body any success reply may carry; sizes receive buffers.
 inline constexpr size_t kMaxReadlinkReply = 4095;
+
+// Requests that add, remove or rename a name in a directory: they change the directory (so a
+// reply may carry its new attributes, common/dir_attrs.h) and are not idempotent (so the server
+// answers a resent one from its reply cache, server/reply_cache.h).
+constexpr bool ChangesNamespace(uint32_t opcode) {
+  switch (opcode) {
+    case FUSE_CREATE:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+    case FUSE_LINK:
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+      return true;
+    default:
+      return false;
+  }
+}
 
 }  // namespace ringfs::fuse

@@ -3,26 +3,12 @@
 #include <string_view>
 
 #include "absl/hash/hash.h"
+#include "common/fuse_ops.h"
 #include "proto/fuse_abi.h"
 
 namespace ringfs::server {
 
-bool ReplyCache::Caches(uint32_t opcode) {
-  switch (opcode) {
-    case FUSE_CREATE:
-    case FUSE_MKNOD:
-    case FUSE_MKDIR:
-    case FUSE_SYMLINK:
-    case FUSE_LINK:
-    case FUSE_UNLINK:
-    case FUSE_RMDIR:
-    case FUSE_RENAME:
-    case FUSE_RENAME2:
-      return true;
-    default:
-      return false;
-  }
-}
+bool ReplyCache::Caches(uint32_t opcode) { return fuse::ChangesNamespace(opcode); }
 
 uint64_t ReplyCache::Fingerprint(uint32_t opcode, uint64_t nodeid, std::span<const char> args) {
   return absl::HashOf(opcode, nodeid, std::string_view(args.data(), args.size()));
