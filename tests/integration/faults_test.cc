@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <string>
@@ -53,10 +54,33 @@ char ProcessState(pid_t pid) {
   return paren + 2 < line.size() ? line[paren + 2] : 0;
 }
 
-// Forks a child that reads `path` with O_DIRECT (so the READ reaches the server) and exits
-// with the read's errno (0 on success). SIGUSR1 is caught without SA_RESTART, so a read the
-// kernel interrupts returns EINTR.
-pid_t ForkReader(const std::string& path) {
+// SIGSTOP takes effect as each thread is next scheduled: wait (2 s) until every thread of `pid`
+// is stopped, so no request is answered after the test believes the server stopped.
+bool StopAndWait(ChildProcess* process) {
+  process->Signal(SIGSTOP);
+  const std::string tasks = "/proc/" + std::to_string(process->pid()) + "/task";
+  auto deadline = Clock::now() + seconds(2);
+  while (Clock::now() < deadline) {
+    bool all = true;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream in(task.path() / "stat");
+      std::string line;
+      std::getline(in, line);
+      size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+        all = false;
+      }
+    }
+    if (all) return true;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return false;
+}
+
+// Forks a child that reads from `fd` (opened O_DIRECT by the parent, so the READ itself reaches
+// the server) and exits with the read's errno (0 on success). SIGUSR1 is caught without
+// SA_RESTART, so a read the kernel interrupts returns EINTR.
+pid_t ForkReader(int fd) {
   pid_t pid = fork();
   if (pid != 0) return pid;
   struct sigaction action {};
@@ -64,9 +88,7 @@ pid_t ForkReader(const std::string& path) {
   sigaction(SIGUSR1, &action, nullptr);
   // Only async-signal-safe calls after fork() in a threaded parent: no malloc.
   alignas(4096) static char buffer[4096];
-  int fd = open(path.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) _exit(errno & 0x7f);
-  ssize_t n = read(fd, buffer, sizeof(buffer));
+  ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
   _exit(n < 0 ? (errno & 0x7f) : 0);
 }
 
@@ -114,7 +136,7 @@ TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
   ASSERT_EQ(posix_memalign(&buffer, 4096, 4096), 0);
   std::memset(buffer, 'w', 4096);
 
-  env_->server_process()->Signal(SIGSTOP);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
   auto reader = Async([&] { return RINGFS_ERRNO(::pread(read_fd, buffer, 4096, 0)); });
   auto writer = Async([&] { return RINGFS_ERRNO(::pwrite(write_fd, buffer, 4096, 4096)); });
   auto creator = Async([&] {
@@ -152,7 +174,7 @@ TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
 
 TEST_P(StoppedServerTest, UmountReturnsWhileTheServerIsStopped) {
   ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
-  env_->server_process()->Signal(SIGSTOP);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
   auto start = Clock::now();
   std::optional<int> status =
       RunCommand({"/bin/umount", env_->mount_dir()}, env_->base() + "/umount.log", seconds(10));
@@ -195,26 +217,35 @@ class HardMountTest : public MountedTest {
 
 TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
   ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
-  env_->server_process()->Signal(SIGSTOP);
+  // Opened first: the callers then wait in the READ itself, an O_DIRECT one, which the kernel
+  // sends as a background request (FUSE_ASYNC_DIO) and still ends on a signal.
+  int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
 
-  pid_t patient = ForkReader(Mnt("data"));
-  pid_t interrupted = ForkReader(Mnt("data"));
-  pid_t killed = ForkReader(Mnt("data"));
+  pid_t patient = ForkReader(fd);
+  pid_t interrupted = ForkReader(fd);
+  pid_t killed = ForkReader(fd);
   std::this_thread::sleep_for(milliseconds(1500));
   // A hard mount does not give up by itself.
   for (pid_t pid : {patient, interrupted, killed}) {
     char state = ProcessState(pid);
-    EXPECT_TRUE(state == 'S' || state == 'D') << pid << " is in state " << state;
+    if (state == 'S' || state == 'D') continue;
+    int status = 0;
+    std::string how = waitpid(pid, &status, WNOHANG) == pid ? DescribeWaitStatus(status) : "?";
+    ADD_FAILURE() << "caller " << pid << " did not wait for the stopped server: state " << state
+                  << ", " << how << " (exit code = errno of its open/read)";
   }
 
+  // ringfs-mount answers within a 100 ms tick; the bound leaves room for a loaded CI machine.
   ::kill(interrupted, SIGUSR1);
-  std::optional<int> status = WaitChild(interrupted, milliseconds(1500));
+  std::optional<int> status = WaitChild(interrupted, milliseconds(2500));
   ASSERT_TRUE(status.has_value()) << "a signalled caller stays blocked";
   EXPECT_TRUE(WIFEXITED(*status)) << DescribeWaitStatus(*status);
   EXPECT_EQ(WEXITSTATUS(*status), EINTR);
 
   ::kill(killed, SIGKILL);
-  status = WaitChild(killed, milliseconds(1500));
+  status = WaitChild(killed, milliseconds(2500));
   ASSERT_TRUE(status.has_value()) << "a killed caller stays in state " << ProcessState(killed);
   EXPECT_TRUE(WIFSIGNALED(*status) && WTERMSIG(*status) == SIGKILL);
 
@@ -224,6 +255,7 @@ TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
   EXPECT_EQ(ReadFile(Mnt("data")), std::string(4096, 'd'));
+  ::close(fd);
 }
 
 // Connections cut again and again (ss -K) under two verifying fio jobs: every unanswered request
