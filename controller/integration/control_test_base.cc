@@ -188,4 +188,12 @@ CommandResult ControlTest::Ctl(const std::vector<std::string>& args) const {
   return RunCtl(argv);
 }
 
+control::QueueState ListQueuesOrFail(control::QueueControl::Stub* stub) {
+  grpc::ClientContext context;
+  control::QueueState state;
+  grpc::Status status = stub->ListQueues(&context, control::ListQueuesRequest(), &state);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  return state;
+}
+
 }  // namespace ringfs::controller::testing

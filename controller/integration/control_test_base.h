@@ -66,4 +66,7 @@ class ControlTest : public ringfs::testing::RingfsTestBase {
   int metrics_port_ = 0;
 };
 
+// ListQueues over `stub`; a failed call is a test failure (and an empty state).
+control::QueueState ListQueuesOrFail(control::QueueControl::Stub* stub);
+
 }  // namespace ringfs::controller::testing

@@ -40,14 +40,6 @@ control::QueueState SetActive(control::QueueControl::Stub* stub, std::vector<uin
   return state;
 }
 
-control::QueueState List(control::QueueControl::Stub* stub) {
-  grpc::ClientContext context;
-  control::QueueState state;
-  grpc::Status status = stub->ListQueues(&context, control::ListQueuesRequest(), &state);
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  return state;
-}
-
 uint64_t Forwarded(const control::QueueState& state, uint32_t qid) {
   for (const auto& queue : state.queues()) {
     if (queue.qid() == qid) return queue.forwarded_total();
@@ -127,7 +119,7 @@ TEST_F(QueueEngineTest, ActiveSetSwitchedTwentyTimesUnderLoadLosesNothing) {
     if (only_zero) {
       // The worker on CPU 1 left the active set: it finishes what it had, but sends nothing new
       // to the server (CPU 1's requests are handed to CPU 0's worker).
-      EXPECT_EQ(Forwarded(List(stub.get()), 1), forwarded_at_switch) << "switch " << i;
+      EXPECT_EQ(Forwarded(ListQueuesOrFail(stub.get()), 1), forwarded_at_switch) << "switch " << i;
       ++inactive_phases_checked;
     }
   }
@@ -135,7 +127,7 @@ TEST_F(QueueEngineTest, ActiveSetSwitchedTwentyTimesUnderLoadLosesNothing) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(inactive_phases_checked, kSwitches / 2);
 
-  control::QueueState final_state = List(stub.get());
+  control::QueueState final_state = ListQueuesOrFail(stub.get());
   for (auto& w : workloads) {
     EXPECT_EQ(w->errors.load(), 0) << "CPU " << w->cpu << ": " << w->first_error;
     EXPECT_GT(w->operations.load(), 100u) << "CPU " << w->cpu << " made no progress";
@@ -187,7 +179,7 @@ TEST_F(QueueEngineTest, LastHandoffOfARetiringWorkerIsNotLost) {
   const uint32_t depth = QueueDepth(stub.get());
   SetActive(stub.get(), {0});
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the exit permission lands
-  ASSERT_EQ(QueueOf(List(stub.get()), 1).worker_state(), "retiring");
+  ASSERT_EQ(QueueOf(ListQueuesOrFail(stub.get()), 1).worker_state(), "retiring");
 
   // More callers on CPU 1 than it has entries, so each of its entries gets a request.
   constexpr int kCallers = 48;
@@ -218,7 +210,7 @@ TEST_F(QueueEngineTest, LastHandoffOfARetiringWorkerIsNotLost) {
   }
   // The worker on CPU 1 ends once it has handed off all its entries.
   auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (QueueOf(List(stub.get()), 1).worker_state() != "stopped" && Clock::now() < deadline) {
+  while (QueueOf(ListQueuesOrFail(stub.get()), 1).worker_state() != "stopped" && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   shared->stop = true;
@@ -227,7 +219,7 @@ TEST_F(QueueEngineTest, LastHandoffOfARetiringWorkerIsNotLost) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const int hung = kCallers - shared->done.load();
-  control::QueueState after = List(stub.get());
+  control::QueueState after = ListQueuesOrFail(stub.get());
   if (hung > 0) {
     // Free the callers (their requests fail with ECONNABORTED) so the test can end.
     ADD_FAILURE() << hung << " callers on CPU 1 hung (entries held: " << EntriesHeld(after)
@@ -256,7 +248,7 @@ TEST_F(QueueEngineTest, LastHandoffOfARetiringWorkerIsNotLost) {
   }
   probe.join();
   EXPECT_EQ(shared->errors.load(), 0);
-  EXPECT_EQ(EntriesHeld(List(stub.get())), depth * after.queues_size());
+  EXPECT_EQ(EntriesHeld(ListQueuesOrFail(stub.get())), depth * after.queues_size());
 }
 
 class WritebackQueueEngineTest : public ControlTest {
@@ -312,7 +304,7 @@ TEST_F(WritebackQueueEngineTest, BackgroundLimitOfOneHoldsWhileForegroundKeepsCo
     }
   });
   std::this_thread::sleep_for(std::chrono::seconds(8));
-  control::QueueState during = List(stub.get());
+  control::QueueState during = ListQueuesOrFail(stub.get());
   stop = true;
   for (auto& t : writers) t.join();
   stats.join();

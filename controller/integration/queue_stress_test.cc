@@ -93,14 +93,6 @@ class QueueStressTest : public ControlTest {
  protected:
   std::chrono::seconds Budget() const override { return std::chrono::seconds(220); }
 
-  control::QueueState List(control::QueueControl::Stub* stub) {
-    grpc::ClientContext context;
-    control::QueueState state;
-    grpc::Status status = stub->ListQueues(&context, control::ListQueuesRequest(), &state);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return state;
-  }
-
   uint32_t Waiting(control::QueueControl::Stub* stub) {
     grpc::ClientContext context;
     control::KernelLimits limits;
@@ -113,7 +105,7 @@ class QueueStressTest : public ControlTest {
   std::string Describe(control::QueueControl::Stub* stub) {
     std::ostringstream out;
     out << "fusectl waiting=" << Waiting(stub) << "; queues:";
-    control::QueueState state = List(stub);
+    control::QueueState state = ListQueuesOrFail(stub);
     for (const auto& q : state.queues()) {
       out << " [qid " << q.qid() << " " << q.worker_state() << " entries " << q.entries_held()
           << " inflight " << q.inflight() << " bg queued " << q.background_queued() << "]";
@@ -290,7 +282,7 @@ TEST_F(QueueStressTest, VerifyingFioSurvivesActiveSetAndBackgroundLimitChanges) 
   do {
     if (waiting != UINT32_MAX) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     waiting = Waiting(stub.get());
-    control::QueueState state = List(stub.get());
+    control::QueueState state = ListQueuesOrFail(stub.get());
     held = 0;
     for (const auto& q : state.queues()) held += q.entries_held();
     expected = depth * static_cast<uint32_t>(state.queues_size());
