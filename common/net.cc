@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -39,7 +40,7 @@ absl::Status WaitFor(int fd, short events, Clock::time_point deadline, std::stri
 
 }  // namespace
 
-absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
+absl::StatusOr<std::vector<SocketAddress>> ResolveSocketAddresses(std::string_view text) {
   SocketAddress out;
   out.text = std::string(text);
   if (text.starts_with("unix:")) {
@@ -53,7 +54,7 @@ absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
     std::memcpy(&out.storage, &un, sizeof(un));
     out.length = sizeof(un);
     out.is_unix = true;
-    return out;
+    return std::vector<SocketAddress>{out};
   }
   std::string_view host, port;
   if (text.starts_with("[")) {
@@ -85,15 +86,45 @@ absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot resolve host '", host_string, "': ", gai_strerror(rc)));
   }
-  std::memcpy(&out.storage, result->ai_addr, result->ai_addrlen);
-  out.length = result->ai_addrlen;
-  freeaddrinfo(result);
-  if (out.storage.ss_family == AF_INET) {
-    reinterpret_cast<sockaddr_in*>(&out.storage)->sin_port = htons(port_number);
-  } else {
-    reinterpret_cast<sockaddr_in6*>(&out.storage)->sin6_port = htons(port_number);
+  std::vector<SocketAddress> all;
+  for (addrinfo* ai = result; ai != nullptr; ai = ai->ai_next) {
+    SocketAddress one = out;
+    std::memcpy(&one.storage, ai->ai_addr, ai->ai_addrlen);
+    one.length = ai->ai_addrlen;
+    if (one.storage.ss_family == AF_INET) {
+      reinterpret_cast<sockaddr_in*>(&one.storage)->sin_port = htons(port_number);
+    } else {
+      reinterpret_cast<sockaddr_in6*>(&one.storage)->sin6_port = htons(port_number);
+    }
+    bool seen = false;
+    for (const SocketAddress& other : all) {
+      seen = seen || (other.length == one.length &&
+                      std::memcmp(&other.storage, &one.storage, one.length) == 0);
+    }
+    if (!seen) all.push_back(one);
   }
-  return out;
+  freeaddrinfo(result);
+  if (all.size() > 1) {
+    // Tell the addresses of one name apart in messages.
+    for (SocketAddress& one : all) {
+      char numeric[INET6_ADDRSTRLEN] = "?";
+      const void* where = one.storage.ss_family == AF_INET
+                              ? static_cast<const void*>(
+                                    &reinterpret_cast<sockaddr_in*>(&one.storage)->sin_addr)
+                              : &reinterpret_cast<sockaddr_in6*>(&one.storage)->sin6_addr;
+      inet_ntop(one.storage.ss_family, where, numeric, sizeof(numeric));
+      one.text = absl::StrFormat("%s (%s)", one.text, numeric);
+    }
+  }
+  return all;
+}
+
+absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
+  absl::StatusOr<std::vector<SocketAddress>> all = ResolveSocketAddresses(text);
+  if (!all.ok()) return all.status();
+  SocketAddress first = std::move(all->front());
+  first.text = std::string(text);
+  return first;
 }
 
 absl::StatusOr<UniqueFd> ListenOn(const SocketAddress& address, int backlog) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -25,6 +26,8 @@ struct SocketAddress {
 
 // "HOST:PORT", "[V6]:PORT" (numeric hosts or names) or "unix:PATH".
 absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text);
+// The same, with every address a name resolves to (in resolver order, without repeats).
+absl::StatusOr<std::vector<SocketAddress>> ResolveSocketAddresses(std::string_view text);
 
 absl::StatusOr<UniqueFd> ListenOn(const SocketAddress& address, int backlog = 128);
 absl::StatusOr<UniqueFd> ConnectTo(const SocketAddress& address,

@@ -70,6 +70,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_entry_timeout_ns(config.entry_timeout.count());
   hello.set_attr_timeout_ns(config.attr_timeout.count());
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);
+  hello.set_want_node_handles(config.ledger != nullptr);
   return hello;
 }
 
@@ -92,6 +93,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
   session.instance_id = reply.instance_id();
+  session.node_handles = config.ledger != nullptr && reply.node_handles();
   return session;
 }
 
@@ -114,10 +116,11 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
       ring_(ring),
       kind_(kind),
       sink_(sink),
-      records_(config_.max_inflight),
+      records_(config_.max_inflight + 1),
       staging_(kStagingBytes),
       discard_(kDiscardBytes) {
-  by_unique_.reserve(config_.max_inflight);
+  by_unique_.reserve(config_.max_inflight + 1);
+  reclaim_slot_ = config_.max_inflight;
   tick_.tv_sec = 0;
   tick_.tv_nsec = std::chrono::nanoseconds(kTickInterval).count();
 }
@@ -169,6 +172,9 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     r.frame_bytes += parts[i].iov_len;
   }
   r.header.len = static_cast<uint32_t>(r.frame_bytes);
+  if (config_.ledger != nullptr && r.iovcnt > 1) {
+    config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
+  }
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
@@ -186,7 +192,13 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
 }
 
 void BackendChannel::SubmitOneWay(const void* frame, size_t size) {
-  send_queue_.push_back({kOneWay, std::string(static_cast<const char*>(frame), size)});
+  uint64_t epoch = config_.ledger != nullptr ? config_.ledger->OnForget(frame, size) : 0;
+  SendItem item{kOneWay, std::string(static_cast<const char*>(frame), size), epoch};
+  if (hold_ != Hold::kNone) {
+    held_one_way_.push_back(std::move(item));
+    return;
+  }
+  send_queue_.push_back(std::move(item));
   KickSend();
 }
 
@@ -196,7 +208,7 @@ uint32_t BackendChannel::window() const {
 }
 
 void BackendChannel::FillWindow() {
-  if (state_ != State::kUp) return;
+  if (state_ != State::kUp || hold_ != Hold::kNone) return;
   while (!waiting_.empty() && window() > 0) {
     uint32_t slot = waiting_.front();
     waiting_.pop_front();
@@ -297,6 +309,11 @@ void BackendChannel::StartConnect() {
   attempt_expired_ = false;
   attempt_deadline_ns_ =
       MonotonicNs() + Ms(config_.connect_timeout) + Ms(wire::kHandshakeTimeout);
+  if (config_.binding != nullptr) {
+    ServerBinding::Target target = config_.binding->Current();
+    address_index_ = target.index;
+    config_.address = std::move(target.address);
+  }
   const SocketAddress& address = config_.address;
   attempt_fd_.Reset(socket(address.storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!attempt_fd_.valid()) {
@@ -394,6 +411,7 @@ void BackendChannel::OnConnectStep(Op op, int res) {
 void BackendChannel::ConnectFailed(const absl::Status& status) {
   attempt_fd_.Reset();
   ++failed_attempts_;
+  if (config_.binding != nullptr) config_.binding->ConnectFailed(address_index_);
   backoff_ns_ = backoff_ns_ == 0 ? kFirstBackoffNs : std::min(2 * backoff_ns_, kMaxBackoffNs);
   next_attempt_ns_ = MonotonicNs() + backoff_ns_;
   state_ = State::kDown;
@@ -414,9 +432,10 @@ void BackendChannel::Install(ServerSession session) {
   const uint64_t now = MonotonicNs();
   fd_ = std::move(session.fd);
   dir_attrs_on_ = session.dir_attrs;
+  node_handles_on_ = session.node_handles;
   server_max_inflight_ = session.max_inflight;
   state_ = State::kUp;
-  if (ever_connected_ && session.instance_id != server_instance_) {
+  if (ever_connected_ && session.instance_id != server_instance_ && config_.binding == nullptr) {
     // Node ids and open files of the old instance now answer ESTALE (wire_format.md §2).
     RINGFS_LOG_WARN("queue %u: %s is a different server instance (%016x, was %016x): files and "
                     "directories known before answer ESTALE until looked up again",
@@ -435,8 +454,122 @@ void BackendChannel::Install(ServerSession session) {
   mode_ = RecvMode::kStaging;
   staging_begin_ = staging_end_ = 0;
   ArmRecv();
+  Arrive();
+}
+
+void BackendChannel::Arrive() {
+  uint64_t epoch = 0;
+  ServerBinding::Verdict verdict =
+      config_.binding == nullptr
+          ? ServerBinding::Verdict::kReady
+          : config_.binding->Arrived(server_instance_, address_index_, &epoch);
+  if (verdict == ServerBinding::Verdict::kReady) {
+    ReleaseHold(epoch);
+    return;
+  }
+  if (verdict == ServerBinding::Verdict::kStale) {
+    Fail("the mount's state is on another server instance now");
+    return;
+  }
+  // Nothing but reclaim frames may reach the instance before the state is re-established there.
+  if (hold_ == Hold::kNone) {
+    for (SendItem& item : send_queue_) held_one_way_.push_back(std::move(item));
+    send_queue_.clear();
+  }
+  hold_ = verdict == ServerBinding::Verdict::kLead ? Hold::kLeading : Hold::kWaiting;
+  if (hold_ == Hold::kWaiting) return;  // the tick asks again
+  if (config_.ledger == nullptr || !node_handles_on_) {
+    RINGFS_LOG_WARN("queue %u: %s is a new server instance (%016x) that %s: files and "
+                    "directories known before answer ESTALE until looked up again",
+                    config_.queue, config_.address.text, server_instance_,
+                    config_.ledger == nullptr ? "this mount does not reclaim on"
+                                              : "gives no node handles");
+    config_.binding->Finished(server_instance_, 0);
+    ReleaseHold(0);
+    return;
+  }
+  reclaim_ = std::make_unique<ReclaimRun>(config_.ledger->Take());
+  reclaim_started_ns_ = MonotonicNs();
+  RINGFS_LOG_INFO("queue %u: %s is a new server instance (%016x): re-establishing %zu nodes "
+                  "and %zu open files",
+                  config_.queue, config_.address.text, server_instance_,
+                  reclaim_->nodes_total(), reclaim_->files_total());
+  SendReclaimFrame();
+}
+
+void BackendChannel::ReleaseHold(uint64_t epoch) {
+  hold_ = Hold::kNone;
+  // FORGETs counted before `epoch` are already in the lookup counts the instance got.
+  auto keep = [epoch](const SendItem& item) { return item.slot != kOneWay || item.epoch >= epoch; };
+  std::deque<SendItem> queue;
+  for (size_t i = 0; i < send_queue_.size(); ++i) {
+    bool started = i == 0 && (front_sent_ > 0 || send_outstanding_);
+    if (started || keep(send_queue_[i])) queue.push_back(std::move(send_queue_[i]));
+  }
+  for (SendItem& item : held_one_way_) {
+    if (keep(item)) queue.push_back(std::move(item));
+  }
+  held_one_way_.clear();
+  send_queue_ = std::move(queue);
   FillWindow();
   KickSend();
+}
+
+void BackendChannel::SendReclaimFrame() {
+  ReclaimRun::Frame frame;
+  if (!reclaim_->Next(&frame)) {
+    ++reclaims_;
+    const double ms = (MonotonicNs() - reclaim_started_ns_) / 1e6;
+    if (reclaim_->nodes_failed() + reclaim_->files_failed() + reclaim_->nodes_without_handle() ==
+        0) {
+      RINGFS_LOG_INFO("queue %u: re-established %zu nodes and %zu open files on %s in %.1f ms",
+                      config_.queue, reclaim_->nodes_total(), reclaim_->files_total(),
+                      config_.address.text, ms);
+    } else {
+      RINGFS_LOG_WARN("queue %u: re-established on %s in %.1f ms: %zu of %zu nodes and %zu of "
+                      "%zu open files refused (%s), %zu nodes without a handle; those answer "
+                      "ESTALE",
+                      config_.queue, config_.address.text, ms, reclaim_->nodes_failed(),
+                      reclaim_->nodes_total(), reclaim_->files_failed(), reclaim_->files_total(),
+                      reclaim_->first_error() == 0 ? "-" : std::strerror(reclaim_->first_error()),
+                      reclaim_->nodes_without_handle());
+    }
+    const uint64_t epoch = reclaim_->epoch();
+    reclaim_.reset();
+    config_.binding->Finished(server_instance_, epoch);
+    ReleaseHold(epoch);
+    return;
+  }
+  std::unique_ptr<Record>& slot_record = records_[reclaim_slot_];
+  if (!slot_record) slot_record = std::make_unique<Record>();
+  Record& r = *slot_record;
+  r = Record{};
+  reclaim_args_ = std::move(frame.args);
+  reclaim_reply_.assign(frame.records * sizeof(int32_t), 0);
+  const size_t reply_bytes = reclaim_reply_.size();
+  r.unique = kReclaimUnique | ++reclaim_uniques_;
+  r.reply = {reclaim_slot_, frame.opcode, reclaim_reply_.data(), reply_bytes, reply_bytes,
+             reply_bytes};
+  r.header.opcode = frame.opcode;
+  r.header.unique = r.unique;
+  r.iov[0] = {&r.header, sizeof(r.header)};
+  r.iov[1] = {reclaim_args_.data(), reclaim_args_.size()};
+  r.iovcnt = 2;
+  r.frame_bytes = sizeof(r.header) + reclaim_args_.size();
+  r.header.len = static_cast<uint32_t>(r.frame_bytes);
+  r.stage = Stage::kQueued;
+  by_unique_[r.unique] = reclaim_slot_;
+  ++on_wire_;
+  send_queue_.push_back({reclaim_slot_, {}});
+  KickSend();
+}
+
+void BackendChannel::OnReclaimReply(int error, size_t body) {
+  if (!reclaim_) return;
+  std::vector<int32_t> results(body / sizeof(int32_t));
+  std::memcpy(results.data(), reclaim_reply_.data(), results.size() * sizeof(int32_t));
+  reclaim_->OnReply(error, results.data(), results.size());
+  SendReclaimFrame();
 }
 
 void BackendChannel::Fail(std::string_view why) {
@@ -451,7 +584,7 @@ void BackendChannel::Fail(std::string_view why) {
 }
 
 void BackendChannel::FinishDrain() {
-  if (mode_ == RecvMode::kDirect && current_slot_ != kOneWay) {
+  if (mode_ == RecvMode::kDirect && current_slot_ != kOneWay && current_slot_ != kNotify) {
     // Part of its reply has landed in the request's buffer. If that overwrote bytes of the
     // request itself (a GETXATTR's name, say), the request can no longer be sent again.
     Record& r = *records_[current_slot_];
@@ -472,19 +605,31 @@ void BackendChannel::FinishDrain() {
   dropped_.clear();
   on_wire_ = 0;
   front_sent_ = 0;
+  // A reclaim cut short starts again, from a new snapshot, on whichever instance comes next.
+  if (records_[reclaim_slot_] && records_[reclaim_slot_]->stage != Stage::kFree) {
+    records_[reclaim_slot_]->stage = Stage::kFree;
+    by_unique_.erase(records_[reclaim_slot_]->unique);
+  }
+  if (reclaim_) {
+    reclaim_.reset();
+    config_.binding->Abandoned(server_instance_);
+  }
+  hold_ = Hold::kNone;
   // Whatever the old connection had goes back to wait for the next one, oldest first; one-way
-  // frames (FORGETs) stay queued and go out whole.
+  // frames (FORGETs) stay queued and go out whole (or are dropped once a reclaim counted them).
   std::vector<uint32_t> replay;
   std::deque<SendItem> keep;
   for (SendItem& item : send_queue_) {
     if (item.slot == kOneWay) {
       keep.push_back(std::move(item));
-    } else {
+    } else if (item.slot != reclaim_slot_) {
       replay.push_back(item.slot);
     }
   }
+  for (SendItem& item : held_one_way_) keep.push_back(std::move(item));
+  held_one_way_.clear();
   send_queue_ = std::move(keep);
-  for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+  for (uint32_t slot = 0; slot < reclaim_slot_; ++slot) {
     if (records_[slot] && records_[slot]->stage == Stage::kSent) replay.push_back(slot);
   }
   std::sort(replay.begin(), replay.end(), [this](uint32_t a, uint32_t b) {
@@ -514,6 +659,13 @@ void BackendChannel::OnTick() {
   io_uring_sqe_set_data64(sqe, Tag(Op::kTick));
 
   const uint64_t now = MonotonicNs();
+  if (state_ == State::kUp && config_.binding != nullptr) {
+    if (hold_ == Hold::kWaiting) {
+      Arrive();  // has the lead finished (or given up)?
+    } else if (hold_ == Hold::kNone && config_.binding->bound() != server_instance_) {
+      Fail("the mount's state moved to another server instance");
+    }
+  }
   if (state_ == State::kDown && now >= next_attempt_ns_) StartConnect();
   if (state_ == State::kConnecting && !attempt_expired_ && now > attempt_deadline_ns_) {
     // The outstanding step then completes with an error and the attempt is given up.
@@ -609,7 +761,17 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   r.held = false;
   r.end_error = 0;
   by_unique_.erase(r.unique);
+  if (slot == reclaim_slot_) {
+    OnReclaimReply(error, body);
+    return;
+  }
   --live_;
+  if (error == 0 && origin == ReplyOrigin::kServer && config_.ledger != nullptr) {
+    // The kernel gets this reply: what it now holds (node lookups, open files) is recorded.
+    const void* op_in = r.iovcnt > 1 ? r.iov[1].iov_base : nullptr;
+    size_t op_in_size = r.iovcnt > 1 ? r.iov[1].iov_len : 0;
+    config_.ledger->OnReply(r.header, op_in, op_in_size, r.reply.body, body);
+  }
   fuse_out_header header{};
   header.len = static_cast<uint32_t>(sizeof(header) + body);
   header.error = error;
@@ -648,8 +810,7 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
 void BackendChannel::ArmRecv() {
   io_uring_sqe* sqe = GetSqe(ring_);
   if (mode_ == RecvMode::kDirect) {
-    Record& r = *records_[current_slot_];
-    io_uring_prep_recv(sqe, fd_.get(), r.reply.body + current_received_,
+    io_uring_prep_recv(sqe, fd_.get(), BodyTarget() + current_received_,
                        current_body_ - current_received_, 0);
   } else if (mode_ == RecvMode::kDiscard) {
     io_uring_prep_recv(sqe, fd_.get(), discard_.data(),
@@ -707,7 +868,7 @@ void BackendChannel::ParseStaging() {
     staging_begin_ += sizeof(header);
     size_t take = std::min(staging_end_ - staging_begin_, current_body_);
     if (take > 0 && current_slot_ != kOneWay) {
-      std::memcpy(records_[current_slot_]->reply.body, staging_.data() + staging_begin_, take);
+      std::memcpy(BodyTarget(), staging_.data() + staging_begin_, take);
     }
     staging_begin_ += take;
     current_received_ = take;
@@ -740,6 +901,16 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   current_ = header;
   current_body_ = body;
   current_received_ = 0;
+  if (header.unique == 0) {
+    if (!node_handles_on_ || header.error != wire::kNotifyNodeHandles || body == 0 ||
+        body % sizeof(wire::NodeHandleRecord) != 0) {
+      Fail(absl::StrFormat("invalid notification (code %d, %zu bytes)", header.error, body));
+      return false;
+    }
+    notify_buf_.resize(body / sizeof(wire::NodeHandleRecord));
+    current_slot_ = kNotify;
+    return true;
+  }
   if (dropped_.erase(header.unique) > 0) {
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();
@@ -769,7 +940,17 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   return true;
 }
 
+char* BackendChannel::BodyTarget() {
+  return current_slot_ == kNotify ? reinterpret_cast<char*>(notify_buf_.data())
+                                  : records_[current_slot_]->reply.body;
+}
+
 void BackendChannel::FinishReply() {
+  if (current_slot_ == kNotify) {
+    config_.ledger->SetHandles(notify_buf_.data(), notify_buf_.size());
+    current_slot_ = kOneWay;
+    return;
+  }
   Record& r = *records_[current_slot_];
   size_t body = current_.error == 0 ? TakeTrailers() : current_body_;
   --on_wire_;

@@ -31,15 +31,20 @@
 #include "absl/status/statusor.h"
 #include "common/fuse_ops.h"
 #include "common/net.h"
+#include "common/node_handle.h"
 #include "common/unique_fd.h"
 #include "common/wire.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
+#include "frontend/node_ledger.h"
+#include "frontend/reclaim_run.h"
 #include "frontend/reply_origin.h"
+#include "frontend/server_binding.h"
 
 namespace ringfs::frontend {
 
 struct BackendConfig {
+  // The server when `binding` is null (unit tests, tools); a mount's channels ask the binding.
   SocketAddress address;
   std::string client_id;
   std::string token;
@@ -58,6 +63,11 @@ struct BackendConfig {
   DirAttrCache* dir_attrs = nullptr;
   // Interrupts posted by the /dev/fuse readers; null: interrupts are not honoured.
   InterruptBoard* interrupts = nullptr;
+  // What the kernel holds, for reclaim on a new server instance; null: not asked for (node
+  // handles are not negotiated and a new instance leaves every old id ESTALE).
+  NodeLedger* ledger = nullptr;
+  // Which server to use and which instance holds the mount's state; null: `address` only.
+  ServerBinding* binding = nullptr;
 };
 
 // What a successful handshake told us.
@@ -66,6 +76,7 @@ struct ServerSession {
   bool dir_attrs = false;     // the server appends dir-attr trailers
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
+  bool node_handles = false;  // handle notifications and reclaim (common/node_handle.h)
 };
 
 // Opens a connection and performs the handshake, blocking (bounded by connect_timeout and the
@@ -131,6 +142,8 @@ class BackendChannel {
   uint64_t reconnects() const { return reconnects_; }
   uint64_t timeouts() const { return timeouts_; }
   uint64_t interrupts() const { return interrupted_; }
+  // Reclaims this channel led (each re-established the mount's state on a new instance).
+  uint64_t reclaims() const { return reclaims_; }
 
  private:
   enum class State { kDown, kConnecting, kUp, kDraining };
@@ -164,7 +177,11 @@ class BackendChannel {
   struct SendItem {
     uint32_t slot;          // kOneWay for a one-way frame
     std::string one_way;
+    uint64_t epoch = 0;     // of a FORGET: the ledger epoch it was counted in
   };
+  // While the mount's state is being re-established on a new instance nothing but the reclaim
+  // frames may reach it.
+  enum class Hold { kNone, kLeading, kWaiting };
   struct Answered {
     uint32_t slot;
     fuse_out_header header;
@@ -172,6 +189,9 @@ class BackendChannel {
     ReplyOrigin origin;
   };
   static constexpr uint32_t kOneWay = ~0u;
+  static constexpr uint32_t kNotify = ~1u;  // current_slot_ of a handle notification
+  // Uniques of reclaim frames; the kernel's never have the top bit set.
+  static constexpr uint64_t kReclaimUnique = uint64_t{1} << 63;
 
   uint64_t Tag(Op op) const;
   void OnTick();
@@ -181,6 +201,12 @@ class BackendChannel {
   void Install(ServerSession session);
   void Fail(std::string_view why);
   void FinishDrain();
+  // After a handshake: ask the binding whether this instance may get requests.
+  void Arrive();
+  void ReleaseHold(uint64_t epoch);
+  void SendReclaimFrame();
+  void OnReclaimReply(int error, size_t body);
+  char* BodyTarget();
   void FillWindow();
   void KickSend();
   void OnSend(int res);
@@ -205,6 +231,18 @@ class BackendChannel {
 
   State state_ = State::kDown;
   UniqueFd fd_;
+  size_t address_index_ = 0;     // of config_.address in the binding
+  bool node_handles_on_ = false;
+  Hold hold_ = Hold::kNone;
+  std::deque<SendItem> held_one_way_;  // FORGETs that came while holding
+  std::unique_ptr<ReclaimRun> reclaim_;
+  uint32_t reclaim_slot_ = 0;    // the record reclaim frames use: one past the kernel's slots
+  uint64_t reclaim_uniques_ = 0;
+  uint64_t reclaim_started_ns_ = 0;
+  std::string reclaim_args_;
+  std::vector<char> reclaim_reply_;
+  uint64_t reclaims_ = 0;
+  std::vector<wire::NodeHandleRecord> notify_buf_;  // the handle notification being read
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   uint32_t server_max_inflight_ = 0;

@@ -74,7 +74,7 @@ StatsSnapshot MountSession::Snapshot() const {
 
 BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
   BackendConfig config;
-  config.address = server_address_;
+  config.address = server_addresses_.front();
   config.client_id = client_id_;
   config.token = token_;
   config.queue = queue;
@@ -87,16 +87,39 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.request_timeout =
       options_.hard ? std::chrono::milliseconds(0) : options_.request_timeout;
   config.interrupts = interrupts_.get();
+  config.ledger = ledger_.get();
+  config.binding = binding_.get();
   return config;
 }
 
 absl::Status MountSession::Start() {
-  ASSIGN_OR_RETURN(server_address_, ParseSocketAddress(options_.server));
+  for (const std::string& server : options_.servers) {
+    ASSIGN_OR_RETURN(std::vector<SocketAddress> addresses, ResolveSocketAddresses(server));
+    for (SocketAddress& address : addresses) server_addresses_.push_back(std::move(address));
+  }
+  if (server_addresses_.empty()) return absl::InvalidArgumentError("no server given");
   {
-    // Fail before mounting when the server cannot be reached or refuses us: a mount that only
-    // answers EIO helps nobody.
-    ASSIGN_OR_RETURN(ServerSession probe,
-                     ConnectToServer(MakeBackendConfig(0, options_.queue_depth)));
+    // Fail before mounting when no server can be reached or all refuse us: a mount that only
+    // answers EIO helps nobody. The first that answers is where the channels start.
+    absl::Status first_error;
+    size_t reached = server_addresses_.size();
+    for (size_t i = 0; i < server_addresses_.size() && reached == server_addresses_.size(); ++i) {
+      BackendConfig probe_config = MakeBackendConfig(0, options_.queue_depth);
+      probe_config.address = server_addresses_[i];
+      absl::StatusOr<ServerSession> probe = ConnectToServer(probe_config);
+      if (probe.ok()) {
+        reached = i;
+      } else {
+        if (server_addresses_.size() > 1) {
+          RINGFS_LOG_WARN("server %s: %s", server_addresses_[i].text, probe.status().message());
+        }
+        if (first_error.ok()) first_error = probe.status();
+      }
+    }
+    if (reached == server_addresses_.size()) return first_error;
+    if (options_.reclaim) ledger_ = std::make_unique<NodeLedger>();
+    binding_ = std::make_unique<ServerBinding>(server_addresses_);
+    binding_->SetCurrent(reached);
   }
   ASSIGN_OR_RETURN(bool detached, DetachDeadRingfsMount(options_.mountpoint));
   if (detached) {

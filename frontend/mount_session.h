@@ -72,7 +72,8 @@ class MountSession {
   MountOptions options_;
   std::string token_;
   std::string client_id_;
-  SocketAddress server_address_;
+  // Every server address (servers=, names resolved to all their addresses).
+  std::vector<SocketAddress> server_addresses_;
   UniqueFd fuse_fd_;
   bool mounted_ = false;
   InitDecision init_;
@@ -83,6 +84,10 @@ class MountSession {
   std::unique_ptr<DirAttrCache> dir_attr_cache_ = std::make_unique<DirAttrCache>();
   // INTERRUPTs read from /dev/fuse, for the worker that holds the request.
   std::unique_ptr<InterruptBoard> interrupts_ = std::make_unique<InterruptBoard>();
+  // What the kernel holds, re-established on a new server instance (null with no_reclaim), and
+  // which server and instance the mount uses. Shared by every channel.
+  std::unique_ptr<NodeLedger> ledger_;
+  std::unique_ptr<ServerBinding> binding_;
   std::unique_ptr<QueueEngine> engine_;
   std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;
 };

@@ -71,6 +71,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->writeback_cache = true;
   } else if (key == "no_dir_attrs") {
     out->dir_attrs = false;
+  } else if (key == "no_reclaim") {
+    out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
     auto parsed = ParseSeconds(key, value);
     if (!parsed.ok()) return parsed.status();
@@ -117,7 +119,22 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
 }
 
 absl::Status ApplyOptionList(const std::string& list, MountOptions* out) {
+  bool in_servers = false;
   for (const std::string& option : std::vector<std::string>(absl::StrSplit(list, ','))) {
+    // servers=A:1,B:2 shares the comma with the option list: an item with ':' and no '=' right
+    // after it is one more server (no option has a ':' without an '=').
+    if (in_servers && option.find(':') != std::string::npos &&
+        option.find('=') == std::string::npos) {
+      out->servers.push_back(option);
+      continue;
+    }
+    in_servers = option.rfind("servers=", 0) == 0;
+    if (in_servers) {
+      if (option.size() == 8) return absl::InvalidArgumentError("servers= needs HOST:PORT");
+      out->servers_given = true;
+      out->servers = {option.substr(8)};
+      continue;
+    }
     if (auto status = ApplyOption(option, out); !status.ok()) return status;
   }
   return absl::OkStatus();
@@ -132,6 +149,16 @@ absl::Status SplitSpec(const std::string& spec, MountOptions* out) {
         "'%s' is not a ringfs source; expected HOST:PORT:/EXPORT or unix:PATH:/EXPORT", spec));
   }
   out->server = spec.substr(0, split);
+  if (!out->servers_given) {
+    out->servers.clear();
+    for (absl::string_view one : absl::StrSplit(out->server, ',')) {
+      if (one.empty()) {
+        return absl::InvalidArgumentError(absl::StrFormat("empty server in '%s'", spec));
+      }
+      out->servers.emplace_back(one);
+    }
+  }
+  out->server = out->servers.front();
   out->export_path = spec.substr(split + 1);
   out->source = spec;
   return absl::OkStatus();
@@ -152,11 +179,13 @@ std::string Usage() {
   return "usage: ringfs-mount HOST:PORT:/ MOUNTPOINT [-f] [-o OPTION[,OPTION...]]\n"
          "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
-         "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  ro\n"
+         "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  ro\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"
+         "         servers=HOST:PORT,HOST:PORT... (servers of one export, tried in turn;\n"
+         "         also A:1,B:2:/ as the source)\n"
          "control:  control=unix:PATH|HOST:PORT|none  control_token_file=PATH\n"
          "         metrics=HOST:PORT (Prometheus /metrics)\n"
          "queue engine (transport=uring): active=CPULIST  bg_limit=N|unlimited\n"

@@ -17,7 +17,11 @@ enum class Transport { kAuto, kUring, kClassic };
 const char* TransportName(Transport transport);
 
 struct MountOptions {
-  std::string server;      // HOST:PORT or unix:PATH
+  std::string server;      // HOST:PORT or unix:PATH: the first of `servers`
+  // Every server of the export, in order of preference: the source's comma-separated list
+  // (A:1,B:2:/EXPORT, as CephFS lists monitors) or servers=A:1,B:2 (which replaces it).
+  std::vector<std::string> servers;
+  bool servers_given = false;
   std::string export_path;  // the part after the last ':' ("/")
   std::string source;       // the spec as given, shown in /proc/mounts
   std::string mountpoint;   // absolute, as given
@@ -31,6 +35,9 @@ struct MountOptions {
   bool writeback_cache = false;
   // Ask the server for post-operation directory attributes (common/dir_attrs.h).
   bool dir_attrs = true;
+  // Re-establish node ids and open files on a new server instance (common/node_handle.h);
+  // no_reclaim: they answer ESTALE after a server restart.
+  bool reclaim = true;
   std::chrono::nanoseconds entry_timeout = std::chrono::seconds(1);
   std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
   std::chrono::milliseconds connect_timeout{5000};
