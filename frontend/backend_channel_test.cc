@@ -6,13 +6,19 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <fcntl.h>
+
+#include <atomic>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include <netinet/in.h>
 
+#include "absl/strings/str_format.h"
 #include "common/dir_attrs.h"
+#include "common/node_handle.h"
 #include "common/wire.h"
 #include "proto/fuse_abi.h"
 
@@ -56,6 +62,9 @@ class ScriptedServer {
       reply.set_max_inflight(hello.max_inflight());
       reply.set_max_frame_bytes(hello.max_frame_bytes());
       reply.set_dir_attrs(hello.want_dir_attrs());
+      // Every connection reaches a new instance: as if the server restarted in between.
+      reply.set_instance_id(++instances_);
+      reply.set_node_handles(hello.want_node_handles());
       if (!wire::SendHandshake(conn.get(), reply).ok()) continue;
       if (reply.result() == wire::ServerHello::OK) script_(conn.get());
     }
@@ -63,6 +72,7 @@ class ScriptedServer {
 
   std::function<void(int)> script_;
   std::string token_;
+  uint64_t instances_ = 0;
   UniqueFd listener_;
   SocketAddress address_;
   std::thread thread_;
@@ -95,7 +105,8 @@ class Harness : public ReplySink {
   explicit Harness(const SocketAddress& address, std::string token = "",
                    DirAttrCache* dir_attrs = nullptr,
                    milliseconds timeout = milliseconds(3000),
-                   InterruptBoard* interrupts = nullptr) {
+                   InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
+                   ServerBinding* binding = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -106,6 +117,8 @@ class Harness : public ReplySink {
     config.request_timeout = timeout;
     config.dir_attrs = dir_attrs;
     config.interrupts = interrupts;
+    config.ledger = ledger;
+    config.binding = binding;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -120,11 +133,11 @@ class Harness : public ReplySink {
   // Submits a request whose reply may have [min, max] body bytes, into buffer `slot`.
   // With `reply_over_payload` the reply lands where the payload is, as on the ring transport.
   void Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max,
-            std::string payload = "", bool reply_over_payload = false) {
+            std::string payload = "", bool reply_over_payload = false, uint64_t nodeid = 1) {
     fuse_in_header in{};
     in.opcode = opcode;
     in.unique = unique;
-    in.nodeid = 1;
+    in.nodeid = nodeid;
     buffers_[slot].assign(2 << 20, 0);
     size_t payload_size = payload.size();
     payloads_[slot] = std::move(payload);
@@ -580,6 +593,110 @@ TEST(BackendChannelTest, UnnegotiatedTrailerIsInvalid) {
   h.Send(0, FUSE_UNLINK, 1, 0, 0);
   h.WaitForAnswers(1);
   EXPECT_EQ(h.answers_[0].header.error, -EIO);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+std::string Bytes(const void* data, size_t size) {
+  return std::string(static_cast<const char*>(data), size);
+}
+
+// The first instance hands out node 77 (with its handle) and fh 555, then dies with a WRITE
+// unanswered. The channel must re-establish both on the second instance before it sends the
+// WRITE again.
+TEST(BackendChannelTest, NewInstanceGetsNodesAndOpenFilesBeforeTheHeldRequests) {
+  std::atomic<int> connection{0};
+  std::vector<std::string> second_frames;  // opcode:detail of what instance 2 received
+  std::mutex mu;
+  ScriptedServer server([&](int fd) {
+    if (connection++ == 0) {
+      fuse_in_header lookup = ReadRequest(fd);
+      wire::NodeHandleRecord handle;
+      handle.nodeid = 77;
+      handle.handle_type = 1;
+      handle.handle_bytes = 8;
+      std::memcpy(handle.f_handle, "handle77", 8);
+      handle.mac[0] = 0xab;
+      fuse_out_header notify{static_cast<uint32_t>(sizeof(notify) + sizeof(handle)),
+                             wire::kNotifyNodeHandles, 0};
+      std::string frame = Bytes(&notify, sizeof(notify)) + Bytes(&handle, sizeof(handle));
+      ASSERT_TRUE(SendAll(fd, frame.data(), frame.size(), milliseconds(5000)).ok());
+      fuse_entry_out entry{};
+      entry.nodeid = 77;
+      WriteReply(fd, lookup.unique, 0, Bytes(&entry, sizeof(entry)));
+      fuse_in_header open = ReadRequest(fd);
+      fuse_open_out opened{};
+      opened.fh = 555;
+      WriteReply(fd, open.unique, 0, Bytes(&opened, sizeof(opened)));
+      ReadRequest(fd);  // the WRITE: never answered, the instance "dies"
+      return;
+    }
+    for (;;) {
+      std::vector<char> args;
+      fuse_in_header in = ReadRequest(fd, &args);
+      if (in.len == 0) return;
+      std::lock_guard<std::mutex> lock(mu);
+      if (in.opcode == wire::kOpReclaimNodes) {
+        wire::ReclaimBatch batch;
+        std::memcpy(&batch, args.data(), sizeof(batch));
+        wire::ReclaimNodeRecord record;
+        std::memcpy(&record, args.data() + sizeof(batch), sizeof(record));
+        second_frames.push_back(absl::StrFormat(
+            "reclaim:%u:%u:%u:%s:%x", batch.count, record.handle.nodeid, record.nlookup,
+            std::string(reinterpret_cast<char*>(record.handle.f_handle), 8),
+            record.handle.mac[0]));
+        int32_t ok = 0;
+        WriteReply(fd, in.unique, 0, Bytes(&ok, sizeof(ok)));
+      } else if (in.opcode == wire::kOpReopenHandles) {
+        wire::ReclaimBatch batch;
+        std::memcpy(&batch, args.data(), sizeof(batch));
+        wire::ReopenRecord record;
+        std::memcpy(&record, args.data() + sizeof(batch), sizeof(record));
+        second_frames.push_back(absl::StrFormat("reopen:%u:%u:%u:%o:%u", batch.count, record.fh,
+                                                record.nodeid, record.flags, record.directory));
+        int32_t ok = 0;
+        WriteReply(fd, in.unique, 0, Bytes(&ok, sizeof(ok)));
+      } else {
+        second_frames.push_back(absl::StrFormat("%u:%u", in.opcode, in.unique));
+        if (in.opcode == FUSE_WRITE) {
+          fuse_write_out out{};
+          out.size = 4;
+          WriteReply(fd, in.unique, 0, Bytes(&out, sizeof(out)));
+        }
+      }
+    }
+  });
+  NodeLedger ledger;
+  ServerBinding binding({server.address()});
+  Harness h(server.address(), "", nullptr, milliseconds(0), nullptr, &ledger, &binding);
+  h.Send(0, FUSE_LOOKUP, 10, sizeof(fuse_entry_out), sizeof(fuse_entry_out), "name");
+  h.WaitForAnswers(1);
+  fuse_open_in open_in{};
+  open_in.flags = O_RDWR | O_APPEND;
+  h.Send(1, FUSE_OPEN, 12, sizeof(fuse_open_out), sizeof(fuse_open_out),
+         Bytes(&open_in, sizeof(open_in)), false, 77);
+  h.WaitForAnswers(2);
+  EXPECT_EQ(ledger.nodes(), 1u);
+  EXPECT_EQ(ledger.open_files(), 1u);
+  fuse_write_in write_in{};
+  write_in.fh = 555;
+  write_in.size = 4;
+  h.Send(2, FUSE_WRITE, 16, sizeof(fuse_write_out), sizeof(fuse_write_out),
+         Bytes(&write_in, sizeof(write_in)) + "data", false, 77);
+  h.WaitForAnswers(3, milliseconds(15000));
+  ASSERT_EQ(h.answers_.size(), 3u);
+  EXPECT_EQ(h.answers_[2].header.error, 0);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(second_frames.size(), 3u);
+  EXPECT_EQ(second_frames[0], "reclaim:1:77:1:handle77:ab");
+  EXPECT_EQ(second_frames[1], absl::StrFormat("reopen:1:555:77:%o:0", O_RDWR | O_APPEND));
+  EXPECT_EQ(second_frames[2], absl::StrFormat("%u:16", FUSE_WRITE));
+  EXPECT_EQ(binding.bound(), 2u);
+  EXPECT_EQ(h.channel().reclaims(), 1u);
 }
 
 }  // namespace

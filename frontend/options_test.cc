@@ -59,3 +59,29 @@ TEST(OptionsTest, RejectsBadInput) {
 
 }  // namespace
 }  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+TEST(OptionsTest, SeveralServers) {
+  auto from_source = ParseCommandLine({"a:1,b:2:/", "/mnt"}, false);
+  ASSERT_TRUE(from_source.ok()) << from_source.status();
+  EXPECT_EQ(from_source->servers, (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_EQ(from_source->server, "a:1");
+  auto from_option =
+      ParseCommandLine({"x:9:/", "/mnt", "-o", "hard,servers=c:3,unix:/s,[::1]:4,ro"}, false);
+  ASSERT_TRUE(from_option.ok()) << from_option.status();
+  EXPECT_EQ(from_option->servers, (std::vector<std::string>{"c:3", "unix:/s", "[::1]:4"}));
+  EXPECT_TRUE(from_option->hard);
+  EXPECT_TRUE(from_option->read_only);
+  EXPECT_EQ(from_option->server, "c:3");
+  EXPECT_FALSE(ParseCommandLine({"a:1,,b:2:/", "/mnt"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"a:1:/", "/mnt", "-o", "servers="}, false).ok());
+  auto single = ParseCommandLine({"a:1:/", "/mnt", "-o", "no_reclaim"}, false);
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->servers.size(), 1u);
+  EXPECT_FALSE(single->reclaim);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
