@@ -68,9 +68,38 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
 }
 
 ::testing::AssertionResult RingfsEnv::StartServer(const ServerOptions& options) {
+  return SpawnServer(options, ready_path_, server_log(), &server_, &server_address_);
+}
+
+::testing::AssertionResult RingfsEnv::StartExtraServer(const ServerOptions& options,
+                                                       std::string* address) {
+  const std::string n = std::to_string(extra_servers_.size() + 2);
+  extra_servers_.emplace_back();
+  return SpawnServer(options, base_ + "/ready" + n, base_ + "/server" + n + ".log",
+                     &extra_servers_.back(), address);
+}
+
+::testing::AssertionResult RingfsEnv::KillExtraServer(size_t i) {
+  if (i >= extra_servers_.size() || !extra_servers_[i]) {
+    return ::testing::AssertionFailure() << "no extra server " << i;
+  }
+  extra_servers_[i]->Kill();
+  auto status = extra_servers_[i]->WaitExit(seconds(10));
+  if (!status || !WIFSIGNALED(*status)) {
+    return ::testing::AssertionFailure() << "extra server " << i << " did not die by SIGKILL";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult RingfsEnv::SpawnServer(const ServerOptions& options,
+                                                  const std::string& ready_path,
+                                                  const std::string& log_path,
+                                                  std::unique_ptr<ChildProcess>* process,
+                                                  std::string* address) {
+  std::unique_ptr<ChildProcess>& server = *process;
   std::vector<std::string> argv = {
       BinPath("ringfs-server"), "--export",  export_dir_,   "--listen",       options.listen,
-      "--ready-file",           ready_path_, "--log-level", options.log_level};
+      "--ready-file",           ready_path, "--log-level", options.log_level};
   if (!options.token_file.empty()) {
     argv.push_back("--token-file");
     argv.push_back(options.token_file);
@@ -80,29 +109,29 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
     argv.push_back(std::to_string(options.workers));
   }
   argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
-  ::unlink(ready_path_.c_str());
+  ::unlink(ready_path.c_str());
   std::string error;
-  server_ = ChildProcess::Spawn(argv, server_log(), &error);
-  if (!server_) {
+  server = ChildProcess::Spawn(argv, log_path, &error);
+  if (!server) {
     return ::testing::AssertionFailure() << "cannot start ringfs-server: " << error;
   }
   const auto deadline = Clock::now() + kStartTimeout;
   while (Clock::now() < deadline) {
-    std::string ready = ReadFileOrEmpty(ready_path_);
+    std::string ready = ReadFileOrEmpty(ready_path);
     if (!ready.empty() && ready.back() == '\n') {
       ready.pop_back();
-      server_address_ = ready;
+      *address = ready;
       return ::testing::AssertionSuccess();
     }
-    if (!server_->Running()) {
+    if (!server->Running()) {
       return ::testing::AssertionFailure()
-             << "ringfs-server " << DescribeWaitStatus(*server_->WaitExit(milliseconds(0)))
+             << "ringfs-server " << DescribeWaitStatus(*server->WaitExit(milliseconds(0)))
              << " before writing its ready file; argv: " << Join(argv, " ");
     }
     std::this_thread::sleep_for(milliseconds(10));
   }
   return ::testing::AssertionFailure()
-         << "ringfs-server wrote no ready file " << ready_path_ << " within 10 s\n";
+         << "ringfs-server wrote no ready file " << ready_path << " within 10 s\n";
 }
 
 ::testing::AssertionResult RingfsEnv::StopServer(milliseconds timeout) {
@@ -310,6 +339,9 @@ void RingfsEnv::Teardown() {
   for (;;) {
     std::vector<pid_t> left = FindProcessesWithArg(base_);
     if (server_) std::erase(left, server_->pid());
+    for (const auto& extra : extra_servers_) {
+      if (extra) std::erase(left, extra->pid());
+    }
     if (left.empty()) break;
     if (Clock::now() >= deadline) {
       for (pid_t pid : left) {
@@ -322,12 +354,15 @@ void RingfsEnv::Teardown() {
     std::this_thread::sleep_for(milliseconds(20));
   }
   if (IsMounted(mount_dir_)) notes << ForceUnmount(mount_dir_) << "; ";
-  if (server_ && server_->Running()) {
-    server_->Signal(SIGTERM);
-    auto status = server_->WaitExit(seconds(10));
+  std::vector<ChildProcess*> servers = {server_.get()};
+  for (const auto& extra : extra_servers_) servers.push_back(extra.get());
+  for (ChildProcess* server : servers) {
+    if (server == nullptr || !server->Running()) continue;
+    server->Signal(SIGTERM);
+    auto status = server->WaitExit(seconds(10));
     if (!status) {
       notes << "ringfs-server ignored SIGTERM for 10 s, SIGKILLed; ";
-      server_->Kill();
+      server->Kill();
     } else if (!IsCleanExit(status)) {
       notes << "ringfs-server " << DescribeWaitStatus(*status) << " after SIGTERM; ";
     }

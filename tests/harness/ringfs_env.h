@@ -61,6 +61,11 @@ class RingfsEnv {
   // Starts a new ringfs-server on the same address (same port) and export as the last one,
   // e.g. after KillServer(). `options.listen` is ignored. Its output is appended to server.log.
   ::testing::AssertionResult RestartServer(const ServerOptions& options = {});
+  // Another ringfs-server on the same export (failover tests), with its own ready file and log
+  // (server2.log, ...); stopped by Teardown like the first. `options.listen` is used as given.
+  ::testing::AssertionResult StartExtraServer(const ServerOptions& options, std::string* address);
+  // SIGKILL of extra server `i` (0: the first StartExtraServer).
+  ::testing::AssertionResult KillExtraServer(size_t i);
 
   // Starts ringfs-mount and waits (10 s) until mountinfo lists the mountpoint as fuse.ringfs.
   // `address` defaults to the running server's.
@@ -107,10 +112,16 @@ class RingfsEnv {
   std::string SpecFor(const std::string& address) const { return address + ":/"; }
   std::vector<std::string> MountArgv(const MountOptions& options, const std::string& address) const;
   ::testing::AssertionResult WaitMounted(ChildProcess* launcher, bool launcher_exits);
+  ::testing::AssertionResult SpawnServer(const ServerOptions& options,
+                                         const std::string& ready_path,
+                                         const std::string& log_path,
+                                         std::unique_ptr<ChildProcess>* process,
+                                         std::string* address);
 
   std::string base_, export_dir_, mount_dir_, stats_path_, ready_path_;
   std::string server_address_;
   std::unique_ptr<ChildProcess> server_;
+  std::vector<std::unique_ptr<ChildProcess>> extra_servers_;
   std::unique_ptr<ChildProcess> mount_;  // Foreground mount (or the daemonizing launcher).
   bool daemonized_ = false;
   bool torn_down_ = false;
