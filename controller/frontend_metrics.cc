@@ -87,6 +87,7 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     CollectConnection(families);
     const frontend::StatsSnapshot snapshot = session_->Snapshot();
     if (!snapshot.queues.empty()) CollectWorkers(snapshot, families);
+    CollectMount(snapshot, families);
     return families;
   }
 
@@ -119,6 +120,33 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     for (const auto& knob : knobs) {
       MetricFamily family = Family(knob.name, knob.help, MetricType::Gauge);
       AddSample(family, {}, knob.value);
+      families.push_back(std::move(family));
+    }
+  }
+
+  // Mount-wide series: reclaim on new server instances and what the kernel holds.
+  void CollectMount(const frontend::StatsSnapshot& snapshot,
+                    std::vector<MetricFamily>& families) const {
+    struct {
+      const char* name;
+      const char* help;
+      MetricType type;
+      uint64_t value;
+    } series[] = {
+        {"ringfs_frontend_reclaims_total",
+         "Times the mount re-established its nodes and open files on a new server instance",
+         MetricType::Counter, snapshot.reclaims},
+        {"ringfs_frontend_reclaim_refused_total",
+         "Nodes and open files a new server instance did not take back (they answer ESTALE)",
+         MetricType::Counter, snapshot.reclaim_refused},
+        {"ringfs_frontend_held_nodes", "Node ids the kernel holds (lookups not yet forgotten)",
+         MetricType::Gauge, snapshot.held_nodes},
+        {"ringfs_frontend_held_open_files", "Files and directories the kernel holds open",
+         MetricType::Gauge, snapshot.held_open_files},
+    };
+    for (const auto& one : series) {
+      MetricFamily family = Family(one.name, one.help, one.type);
+      AddSample(family, {}, static_cast<double>(one.value));
       families.push_back(std::move(family));
     }
   }

@@ -22,6 +22,10 @@
 //                                                            invalid_reply, server_eio, bad_request
 //   ringfs_frontend_interrupted_total{queue}                 counter, answered EINTR on INTERRUPT
 //   ringfs_frontend_backend_reconnects_total{queue}          counter
+//   ringfs_frontend_reclaims_total                           counter, state re-established on a
+//                                                            new server instance
+//   ringfs_frontend_reclaim_refused_total                    counter, objects it did not take
+//   ringfs_frontend_held_nodes, ringfs_frontend_held_open_files  gauges, what the kernel holds
 //   ringfs_frontend_kernel_max_background                    gauge (fusectl)
 //   ringfs_frontend_kernel_congestion_threshold              gauge (fusectl)
 //   ringfs_frontend_kernel_waiting                           gauge (fusectl)

@@ -535,8 +535,10 @@ void BackendChannel::SendReclaimFrame() {
                       reclaim_->nodes_without_handle());
     }
     const uint64_t epoch = reclaim_->epoch();
+    const uint64_t refused = reclaim_->nodes_failed() + reclaim_->files_failed() +
+                             reclaim_->nodes_without_handle();
     reclaim_.reset();
-    config_.binding->Finished(server_instance_, epoch);
+    config_.binding->Finished(server_instance_, epoch, refused, /*counted=*/true);
     ReleaseHold(epoch);
     return;
   }

@@ -62,14 +62,26 @@ StatsSnapshot MountSession::Snapshot() const {
   if (engine_) {
     std::vector<const WorkerStats*> queues;
     for (size_t i = 0; i < engine_->topology().size(); ++i) queues.push_back(&engine_->stats(i));
-    return SnapshotQueueEngine(engine_->topology(), queues, devfuse);
+    return WithMountCounters(SnapshotQueueEngine(engine_->topology(), queues, devfuse));
   }
   // stats_[i] belongs to devfuse_workers_[i] (StartWorkers adds them in pairs).
   std::vector<std::pair<int, const WorkerStats*>> classic;
   for (size_t i = 0; i < devfuse_workers_.size() && i < stats_.size(); ++i) {
     classic.emplace_back(devfuse_workers_[i]->cpu(), stats_[i].get());
   }
-  return SnapshotClassic(classic);
+  return WithMountCounters(SnapshotClassic(classic));
+}
+
+StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
+  if (binding_) {
+    snapshot.reclaims = binding_->reclaims();
+    snapshot.reclaim_refused = binding_->reclaim_refused();
+  }
+  if (ledger_) {
+    snapshot.held_nodes = ledger_->nodes();
+    snapshot.held_open_files = ledger_->open_files();
+  }
+  return snapshot;
 }
 
 BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const {
@@ -299,10 +311,12 @@ void MountSession::WriteStats() const {
   // INIT was read before any worker existed; count it so devfuse_requests is complete.
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
-      "replies=%u\nanswered_locally=%u\nqueues=%u\n",
+      "replies=%u\nanswered_locally=%u\nqueues=%u\nreclaims=%u\nreclaim_refused=%u\n"
+      "held_nodes=%u\nheld_open_files=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
-      snapshot.queues.size());
+      snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
+      snapshot.held_open_files);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

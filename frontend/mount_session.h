@@ -68,6 +68,7 @@ class MountSession {
   void AbortConnection();
   bool ConnectionEnded() const;
   BackendConfig MakeBackendConfig(uint32_t queue, uint32_t max_inflight) const;
+  StatsSnapshot WithMountCounters(StatsSnapshot snapshot) const;
 
   MountOptions options_;
   std::string token_;

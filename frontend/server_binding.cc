@@ -1,5 +1,6 @@
 #include "frontend/server_binding.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ringfs::frontend {
@@ -43,11 +44,23 @@ ServerBinding::Verdict ServerBinding::Arrived(uint64_t instance, size_t index, u
   return Verdict::kLead;
 }
 
-void ServerBinding::Finished(uint64_t instance, uint64_t epoch) {
+void ServerBinding::Finished(uint64_t instance, uint64_t epoch, uint64_t refused, bool counted) {
   absl::MutexLock lock(&mu_);
   if (instance != bound_) return;
   reclaiming_ = false;
-  epoch_ = epoch;
+  epoch_ = std::max(epoch_, epoch);
+  if (counted) ++reclaims_;
+  refused_ += refused;
+}
+
+uint64_t ServerBinding::reclaims() const {
+  absl::MutexLock lock(&mu_);
+  return reclaims_;
+}
+
+uint64_t ServerBinding::reclaim_refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
 }
 
 void ServerBinding::Abandoned(uint64_t instance) {

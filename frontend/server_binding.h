@@ -52,8 +52,11 @@ class ServerBinding {
   // server may bind another instance (so two reachable servers cannot take the mount from each
   // other); one elsewhere is told to reconnect.
   Verdict Arrived(uint64_t instance, size_t index, uint64_t* epoch);
-  // The lead's reclaim on `instance` is over; FORGETs before `epoch` are in it.
-  void Finished(uint64_t instance, uint64_t epoch);
+  // The lead's reclaim on `instance` is over; FORGETs before `epoch` are in it. `refused`:
+  // objects the instance did not take (0 when nothing needed re-establishing).
+  void Finished(uint64_t instance, uint64_t epoch, uint64_t refused = 0, bool counted = false);
+  uint64_t reclaims() const;
+  uint64_t reclaim_refused() const;
   // The lead lost its connection before the end: another channel may lead.
   void Abandoned(uint64_t instance);
   // The bound instance (0 before the first connection); what channels compare theirs with.
@@ -66,6 +69,8 @@ class ServerBinding {
   uint64_t bound_ ABSL_GUARDED_BY(mu_) = 0;
   bool reclaiming_ ABSL_GUARDED_BY(mu_) = false;  // a lead works on bound_
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reclaims_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ringfs::frontend

@@ -76,6 +76,12 @@ struct StatsSnapshot {
   std::vector<QueueSnapshot> queues;  // ascending CPU with the ring transport
   // Workers that serve no queue: the ring transport's /dev/fuse side channel.
   std::vector<WorkerCounters> other_workers;
+  // Mount-wide: state re-established on new server instances (frontend/server_binding.h) and
+  // what the kernel holds now (frontend/node_ledger.h).
+  uint64_t reclaims = 0;
+  uint64_t reclaim_refused = 0;  // nodes and open files a new instance refused (ESTALE)
+  uint64_t held_nodes = 0;
+  uint64_t held_open_files = 0;
 
   // Every worker's counters added up, queues and others: counters, histograms and the in-flight
   // gauges; `state`, `background_limit` and `background_inflight_max` stay at their defaults.

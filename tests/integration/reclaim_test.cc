@@ -237,7 +237,11 @@ TEST_P(ReclaimTest, FailoverToTheSecondServerLosesNothing) {
             << " s from the kill to a new create\n";
   const std::string log = ReadFileOrEmpty(env_->mount_log());
   EXPECT_GE(Count(log, "re-established"), 1u) << log;
-  EXPECT_EQ(StatNumber(env_->ReadStats(), "failures").value_or(0), 0u);
+  const Stats stats = env_->ReadStats();
+  EXPECT_EQ(StatNumber(stats, "failures").value_or(0), 0u);
+  EXPECT_GE(StatNumber(stats, "reclaims").value_or(0), 1u);
+  EXPECT_EQ(StatNumber(stats, "reclaim_refused").value_or(1), 0u);
+  EXPECT_GE(StatNumber(stats, "held_open_files").value_or(0), 1u);
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(ReclaimTest);
