@@ -623,12 +623,15 @@ void BackendChannel::FinishDrain() {
   std::deque<SendItem> keep;
   for (SendItem& item : send_queue_) {
     if (item.slot == kOneWay) {
-      keep.push_back(std::move(item));
+      // A RELEASE of our own would get a reply no one waits for on the next connection.
+      if (!item.expects_reply) keep.push_back(std::move(item));
     } else if (item.slot != reclaim_slot_) {
       replay.push_back(item.slot);
     }
   }
-  for (SendItem& item : held_one_way_) keep.push_back(std::move(item));
+  for (SendItem& item : held_one_way_) {
+    if (!item.expects_reply) keep.push_back(std::move(item));
+  }
   held_one_way_.clear();
   send_queue_ = std::move(keep);
   for (uint32_t slot = 0; slot < reclaim_slot_; ++slot) {
@@ -749,7 +752,7 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
     case Stage::kSent:
       // The server has it: its reply, if one comes, is read and dropped.
       --on_wire_;
-      dropped_.insert(r.unique);
+      dropped_[r.unique] = {r.header.opcode, r.header.nodeid};
       break;
     case Stage::kFree:
       return;
@@ -868,6 +871,12 @@ void BackendChannel::ParseStaging() {
     }
     if (!BeginReply(header)) return;  // the connection was failed
     staging_begin_ += sizeof(header);
+    if (current_dropped_.opcode != 0 && header.error == 0 &&
+        staging_end_ - staging_begin_ >= current_body_) {
+      // Small replies are whole here; a dropped READ or READDIR gave nothing to give back.
+      GiveBack(current_dropped_.opcode, current_dropped_.nodeid, staging_.data() + staging_begin_,
+               current_body_);
+    }
     size_t take = std::min(staging_end_ - staging_begin_, current_body_);
     if (take > 0 && current_slot_ != kOneWay) {
       std::memcpy(BodyTarget(), staging_.data() + staging_begin_, take);
@@ -913,7 +922,10 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
     current_slot_ = kNotify;
     return true;
   }
-  if (dropped_.erase(header.unique) > 0) {
+  current_dropped_ = {};
+  if (auto dropped = dropped_.find(header.unique); dropped != dropped_.end()) {
+    current_dropped_ = dropped->second;
+    dropped_.erase(dropped);
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();
     return true;
@@ -940,6 +952,58 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   current_slot_ = slot;
   return true;
+}
+
+void BackendChannel::GiveBack(uint32_t opcode, uint64_t nodeid, const char* body,
+                              size_t size) {
+  fuse_entry_out entry{};
+  fuse_open_out open{};
+  bool has_entry = false, has_open = false;
+  if (opcode == FUSE_LOOKUP || opcode == FUSE_MKNOD || opcode == FUSE_MKDIR ||
+      opcode == FUSE_SYMLINK || opcode == FUSE_LINK || opcode == FUSE_CREATE) {
+    has_entry = size >= sizeof(entry);
+    if (has_entry) std::memcpy(&entry, body, sizeof(entry));
+    if (opcode == FUSE_CREATE && size >= sizeof(entry) + sizeof(open)) {
+      std::memcpy(&open, body + sizeof(entry), sizeof(open));
+      has_open = true;
+      nodeid = entry.nodeid;
+    }
+  } else if (opcode == FUSE_OPEN || opcode == FUSE_OPENDIR) {
+    has_open = size >= sizeof(open);
+    if (has_open) std::memcpy(&open, body, sizeof(open));
+  }
+  if (has_open) {
+    fuse_in_header in{};
+    in.opcode = opcode == FUSE_OPENDIR ? FUSE_RELEASEDIR : FUSE_RELEASE;
+    in.unique = kReclaimUnique | ++reclaim_uniques_;
+    in.nodeid = nodeid;
+    fuse_release_in release{};
+    release.fh = open.fh;
+    in.len = sizeof(in) + sizeof(release);
+    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
+    frame.append(reinterpret_cast<const char*>(&release), sizeof(release));
+    dropped_[in.unique] = {in.opcode, nodeid};
+    QueueOwn(std::move(frame), /*expects_reply=*/true);
+  }
+  if (has_entry && entry.nodeid != 0 && entry.nodeid != FUSE_ROOT_ID) {
+    fuse_in_header in{};
+    in.opcode = FUSE_FORGET;
+    in.nodeid = entry.nodeid;
+    fuse_forget_in forget{1};
+    in.len = sizeof(in) + sizeof(forget);
+    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
+    frame.append(reinterpret_cast<const char*>(&forget), sizeof(forget));
+    QueueOwn(std::move(frame), /*expects_reply=*/false);
+  }
+}
+
+// Frames of the channel's own, for the instance that is connected now: counted in no ledger,
+// so a reclaim (which starts a new epoch) makes them stale.
+void BackendChannel::QueueOwn(std::string frame, bool expects_reply) {
+  SendItem item{kOneWay, std::move(frame),
+                config_.ledger != nullptr ? config_.ledger->epoch() : 0, expects_reply};
+  (hold_ != Hold::kNone ? held_one_way_ : send_queue_).push_back(std::move(item));
+  KickSend();
 }
 
 char* BackendChannel::BodyTarget() {

@@ -178,6 +178,7 @@ class BackendChannel {
     uint32_t slot;          // kOneWay for a one-way frame
     std::string one_way;
     uint64_t epoch = 0;     // of a FORGET: the ledger epoch it was counted in
+    bool expects_reply = false;  // a RELEASE of our own whose reply is dropped
   };
   // While the mount's state is being re-established on a new instance nothing but the reclaim
   // frames may reach it.
@@ -207,6 +208,10 @@ class BackendChannel {
   void SendReclaimFrame();
   void OnReclaimReply(int error, size_t body);
   char* BodyTarget();
+  // A success reply that reached no one gave the client a lookup or an open handle at the
+  // server: give them back (FORGET, RELEASE), so the server holds what the kernel holds.
+  void GiveBack(uint32_t opcode, uint64_t nodeid, const char* body, size_t size);
+  void QueueOwn(std::string frame, bool expects_reply);
   void FillWindow();
   void KickSend();
   void OnSend(int res);
@@ -269,8 +274,14 @@ class BackendChannel {
   std::vector<std::unique_ptr<Record>> records_;
   absl::flat_hash_map<uint64_t, uint32_t> by_unique_;
   // Answered early (interrupt, deadline) while the server still has them: their replies are
-  // read and dropped. They count against the server's in-flight limit until then.
-  absl::flat_hash_set<uint64_t> dropped_;
+  // read and dropped. They count against the server's in-flight limit until then. By unique,
+  // the opcode (what a dropped success reply gave that the kernel never got is given back).
+  struct Dropped {
+    uint32_t opcode = 0;
+    uint64_t nodeid = 0;
+  };
+  absl::flat_hash_map<uint64_t, Dropped> dropped_;
+  Dropped current_dropped_;  // of the dropped reply being read; opcode 0 when none
   size_t live_ = 0;
   uint32_t on_wire_ = 0;  // sent or being sent on this connection, awaiting a reply
   std::deque<uint32_t> waiting_;  // not yet queued for sending (down, or window full)

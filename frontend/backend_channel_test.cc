@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -697,6 +698,63 @@ TEST(BackendChannelTest, NewInstanceGetsNodesAndOpenFilesBeforeTheHeldRequests) 
   EXPECT_EQ(second_frames[2], absl::StrFormat("%u:16", FUSE_WRITE));
   EXPECT_EQ(binding.bound(), 2u);
   EXPECT_EQ(h.channel().reclaims(), 1u);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+// A LOOKUP and an OPEN end at their deadline; their late success replies gave the client a
+// lookup and an open handle the kernel never got: the channel gives them back (FORGET, RELEASE)
+// and drops the reply to its own RELEASE without tearing the connection down.
+TEST(BackendChannelTest, LateRepliesThatReachNoOneAreGivenBack) {
+  std::vector<std::string> seen;
+  std::mutex mu;
+  ScriptedServer server([&](int fd) {
+    fuse_in_header lookup = ReadRequest(fd), open = ReadRequest(fd);
+    std::this_thread::sleep_for(milliseconds(600));
+    fuse_entry_out entry{};
+    entry.nodeid = 42;
+    WriteReply(fd, lookup.unique, 0, Bytes(&entry, sizeof(entry)));
+    fuse_open_out opened{};
+    opened.fh = 9;
+    WriteReply(fd, open.unique, 0, Bytes(&opened, sizeof(opened)));
+    for (int i = 0; i < 2; ++i) {
+      std::vector<char> args;
+      fuse_in_header in = ReadRequest(fd, &args);
+      std::lock_guard<std::mutex> lock(mu);
+      if (in.opcode == FUSE_FORGET) {
+        fuse_forget_in forget;
+        std::memcpy(&forget, args.data(), sizeof(forget));
+        seen.push_back(absl::StrFormat("forget:%u:%u", in.nodeid, forget.nlookup));
+      } else if (in.opcode == FUSE_RELEASE) {
+        fuse_release_in release;
+        std::memcpy(&release, args.data(), sizeof(release));
+        seen.push_back(absl::StrFormat("release:%u", release.fh));
+        WriteReply(fd, in.unique, 0, "");
+      }
+    }
+    ReadRequest(fd);
+  });
+  Harness h(server.address(), "", nullptr, milliseconds(200));
+  h.Send(0, FUSE_LOOKUP, 10, sizeof(fuse_entry_out), sizeof(fuse_entry_out), "name");
+  fuse_open_in open_in{};
+  h.Send(1, FUSE_OPEN, 12, sizeof(fuse_open_out), sizeof(fuse_open_out),
+         Bytes(&open_in, sizeof(open_in)), false, 5);
+  h.WaitForAnswers(2);
+  ASSERT_EQ(h.answers_[0].header.error, -ETIMEDOUT);
+  h.RunUntil([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return seen.size() == 2;
+  });
+  h.RunUntil([] { return false; }, milliseconds(300));  // the RELEASE's reply comes and goes
+  std::lock_guard<std::mutex> lock(mu);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<std::string>{"forget:42:1", "release:9"}));
+  EXPECT_TRUE(h.channel().connected());
+  EXPECT_EQ(h.channel().reconnects(), 0u);
 }
 
 }  // namespace
