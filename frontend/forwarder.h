@@ -69,7 +69,7 @@ struct Refusal {
   ReplyOrigin origin = ReplyOrigin::kBadRequest;
 };
 // REQUIRES: `result` is neither kOk nor kTruncatedHeader (those get no refusal).
-Refusal RefusalFor(DecodeResult result);
+[[nodiscard]] Refusal RefusalFor(DecodeResult result);
 
 // Where the reply body of a forwarded request lands.
 struct ReplyBuffer {
@@ -93,7 +93,7 @@ class Forwarder {
   // Decides a request just decoded and starts its `state`. A kAnswer's body (a local answer)
   // is written to `body`, which needs sizeof(fuse_attr_out) bytes and may overlap the request's
   // bytes (they are not read afterwards). A request that expects no answer is done here.
-  Verdict Accept(const KernelRequest& request, RequestState* state, void* body);
+  [[nodiscard]] Verdict Accept(const KernelRequest& request, RequestState* state, void* body);
 
   // Sends an accepted request to the server; the answer reaches the transport's ReplySink for
   // `slot`, its body in `reply`. REQUIRES: Accept said kForward; the request's bytes stay put
