@@ -6,12 +6,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/fuse_ops.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "frontend/completion_tags.h"
-#include "frontend/local_answer.h"
-#include "frontend/queue/request_class.h"
 #include "frontend/worker_thread.h"
 
 namespace ringfs::frontend {
@@ -21,6 +18,8 @@ DevFuseWorker::DevFuseWorker(DevFuseWorkerConfig config, WorkerStats* stats)
 
 DevFuseWorker::~DevFuseWorker() {
   Join();
+  forwarder_.reset();
+  channel_.reset();
   backend_.reset();
   if (ring_initialized_) io_uring_queue_exit(&ring_);
   if (buffers_ != nullptr) munmap(buffers_, buffers_bytes_);
@@ -51,9 +50,11 @@ absl::Status DevFuseWorker::Setup() {
   backend_ = std::make_unique<BackendChannel>(
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
+  channel_.emplace(backend_.get());
+  forwarder_.emplace(Forwarder::Config{config_.backend.dir_attrs, config_.backend.interrupts},
+                     stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
-  slot_times_.assign(config_.slots, SlotTimes{});
-  reply_offset_.assign(config_.slots, sizeof(fuse_out_header));
+  slots_.assign(config_.slots, Slot{});
   alive_slots_ = config_.slots;
   for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
   int submitted = io_uring_submit(&ring_);
@@ -94,6 +95,7 @@ void DevFuseWorker::Loop() {
     }
     io_uring_cq_advance(&ring_, seen);
     backend_->Deliver();
+    WorkerStats::Set(stats_->inflight, forwarder_->inflight());
     WorkerStats::Set(stats_->reconnects, backend_->reconnects());
   }
   RINGFS_LOG_DEBUG("%s worker: /dev/fuse connection ended; worker exits", config_.role);
@@ -116,106 +118,51 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     return;
   }
   char* buffer = buffers_ + slot * config_.buffer_bytes;
-  fuse_in_header in;
-  if (static_cast<size_t>(res) < sizeof(in)) {
-    PostRead(slot);
-    return;
-  }
-  std::memcpy(&in, buffer, sizeof(in));
+  Slot& slot_state = slots_[slot];
   stats_->Add(stats_->devfuse_requests);
-  slot_times_[slot] = SlotTimes{MonotonicNs(), 0, false};
-  std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
-  fuse_out_header error{sizeof(fuse_out_header), 0, in.unique};
-  if (in.len != static_cast<uint32_t>(res)) {
-    error.error = -EIO;
-    WriteReply(slot, error, 0, ReplyOrigin::kBadRequest);
-    return;
+  DecodeDevFuseRequest(buffer, static_cast<size_t>(res), &slot_state.request);
+  // A local answer's body goes right after the header: the request's bytes are not needed any
+  // more and may be overwritten.
+  slot_state.reply_offset = sizeof(fuse_out_header);
+  Verdict verdict =
+      forwarder_->Accept(slot_state.request, &slot_state.state, buffer + slot_state.reply_offset);
+  switch (verdict.kind) {
+    case Verdict::Kind::kNone:
+      PostRead(slot);
+      return;
+    case Verdict::Kind::kAnswer:
+      WriteReply(slot, verdict.header, verdict.body_size);
+      return;
+    case Verdict::Kind::kForward:
+      break;
   }
-  if (in.opcode == FUSE_INTERRUPT) {
-    // The request it names is in some worker's backend channel: they look at the board.
-    fuse_interrupt_in interrupt{};
-    if (in.len >= sizeof(in) + sizeof(interrupt) && config_.backend.interrupts != nullptr) {
-      std::memcpy(&interrupt, buffer + sizeof(in), sizeof(interrupt));
-      config_.backend.interrupts->Post(interrupt.unique, MonotonicNs());
-    }
-    PostRead(slot);
-    return;
-  }
-  if (in.opcode == FUSE_FORGET || in.opcode == FUSE_BATCH_FORGET) {
-    stats_->Add(stats_->forgets);
-    backend_->SubmitOneWay(buffer, in.len);
-    stats_->Add(stats_->forwarded);
-    PostRead(slot);
-    return;
-  }
-  if (!op || !op->forwarded) {
-    // DESTROY comes at unmount for some mounts and only needs an empty success.
-    error.error = in.opcode == FUSE_DESTROY ? 0 : -ENOSYS;
-    WriteReply(slot, error, 0, ReplyOrigin::kLocal);
-    return;
-  }
-  size_t struct_size = std::min<size_t>(op->in_struct_size, in.len - sizeof(in));
-  const char* op_in = buffer + sizeof(in);
-  if (std::optional<LocalAnswer> local =
-          AnswerLocally(in.opcode, in.nodeid, op_in, struct_size, config_.backend.dir_attrs,
-                        buffer + sizeof(fuse_out_header), MonotonicNs())) {
-    // The request's bytes are no longer needed: the body may overwrite them. Not an error
-    // (see RingWorker::CommitLocal).
-    stats_->Add(stats_->answered_locally);
-    fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + local->body_size),
-                           -local->error, in.unique};
-    WriteReply(slot, header, local->body_size, ReplyOrigin::kLocal);
-    return;
-  }
-  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(in.opcode, op_in, struct_size);
   // The reply body lands in the same buffer after the request, never over it: a request cut
   // off by a lost connection is sent again from these bytes. (The buffer holds the largest
   // WRITE plus 8 KiB, and the largest READ reply, after any request that is not a WRITE.)
-  size_t body_offset = (in.len + 15) & ~size_t{15};
-  reply_offset_[slot] = body_offset;
-  PendingReply reply{slot, in.opcode, buffer + body_offset, config_.buffer_bytes - body_offset,
-                     bounds.min, bounds.max};
-  iovec rest{buffer + sizeof(in), in.len - sizeof(in)};
-  backend_->Submit(reply, in, &rest, 1, slot_times_[slot].received_ns);
-  const bool background = queue::ClassifyKernelRequest(in.opcode, op_in, struct_size) ==
-                          queue::RequestClass::kBackground;
-  slot_times_[slot].sent_ns = MonotonicNs();
-  slot_times_[slot].background = background;
-  stats_->Add(stats_->forwarded);
-  stats_->Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
-  stats_->Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
-  stats_->Add(stats_->bytes_to_server, in.len - sizeof(in));
-  WorkerStats::Set(stats_->inflight, ++inflight_);
+  slot_state.reply_offset = (slot_state.request.header.len + 15) & ~size_t{15};
+  forwarder_->Forward(slot_state.request, &slot_state.state, slot,
+                      ReplyBuffer{buffer + slot_state.reply_offset,
+                                  config_.buffer_bytes - slot_state.reply_offset});
 }
 
 void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                             ReplyOrigin origin) {
-  if (inflight_ > 0) WorkerStats::Set(stats_->inflight, --inflight_);
-  if (slot < slot_times_.size() && slot_times_[slot].sent_ns != 0) {
-    stats_->backend_rtt.Observe(MonotonicNs() - slot_times_[slot].sent_ns);
-  }
-  stats_->Add(stats_->bytes_from_server, body_size);
-  WriteReply(slot, header, body_size, origin);
+  forwarder_->OnReply(&slots_[slot].state, body_size, origin);
+  WriteReply(slot, header, body_size);
 }
 
-void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
-                               ReplyOrigin origin) {
+void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size) {
   char* buffer = buffers_ + slot * config_.buffer_bytes;
+  const Slot& slot_state = slots_[slot];
   iovec parts[2] = {{const_cast<fuse_out_header*>(&header), sizeof(header)},
-                    {buffer + reply_offset_[slot], body_size}};
+                    {buffer + slot_state.reply_offset, body_size}};
   ssize_t written = writev(config_.fuse_fd.get(), parts, body_size > 0 ? 2 : 1);
-  reply_offset_[slot] = sizeof(fuse_out_header);  // where local answers put their bodies
-  // ENOENT: the kernel gave up on the request (interrupted or aborted) — nothing to do.
+  // ENOENT: the kernel gave up on the request (interrupted or aborted) - nothing to do.
   if (written < 0 && errno != ENOENT && errno != ENODEV) {
     RINGFS_LOG_WARN("%s worker: write reply to /dev/fuse: %s", config_.role,
                     std::strerror(errno));
   }
-  stats_->Add(stats_->replies);
-  stats_->CountReply(header.error, origin);
-  if (slot < slot_times_.size() && slot_times_[slot].received_ns != 0) {
-    const SlotTimes& times = slot_times_[slot];
-    stats_->request_duration[times.background ? 1 : 0].Observe(MonotonicNs() - times.received_ns);
-  }
+  forwarder_->OnAnswered(slot_state.state, header.error);
   PostRead(slot);
 }
 

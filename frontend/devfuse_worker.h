@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -16,6 +17,8 @@
 #include "absl/status/status.h"
 #include "common/unique_fd.h"
 #include "frontend/backend_channel.h"
+#include "frontend/forwarder.h"
+#include "frontend/kernel_request.h"
 #include "frontend/worker_stats.h"
 
 namespace ringfs::frontend {
@@ -47,28 +50,27 @@ class DevFuseWorker : public ReplySink {
   void Loop();
   void PostRead(uint32_t slot);
   void OnRead(uint32_t slot, int res);
-  void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
-                  ReplyOrigin origin);
+  void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size);
 
   DevFuseWorkerConfig config_;
   WorkerStats* stats_;
   io_uring ring_{};
   bool ring_initialized_ = false;
   std::unique_ptr<BackendChannel> backend_;
+  std::optional<BackendRequestChannel> channel_;  // backend_ as the forwarder sees it
+  std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   char* buffers_ = nullptr;
   size_t buffers_bytes_ = 0;
   std::vector<bool> slot_alive_;
-  // Per slot, for the latency histograms: when the request was read and when it was sent.
-  struct SlotTimes {
-    uint64_t received_ns = 0;
-    uint64_t sent_ns = 0;
-    bool background = false;
+  // What one read slot holds: the request decoded from its buffer, the forwarder's state of
+  // it, and where in the buffer the reply body is: after the request for forwarded requests (so
+  // a request cut off by a lost connection can be sent again), after the header otherwise.
+  struct Slot {
+    KernelRequest request;
+    RequestState state;
+    size_t reply_offset = sizeof(fuse_out_header);
   };
-  std::vector<SlotTimes> slot_times_;
-  // Where in the slot's buffer the reply body is: after the request for forwarded requests
-  // (so a request cut off by a lost connection can be sent again), after the header otherwise.
-  std::vector<size_t> reply_offset_;
-  uint64_t inflight_ = 0;
+  std::vector<Slot> slots_;
   uint32_t alive_slots_ = 0;
   std::thread thread_;
   std::atomic<bool> finished_{false};

@@ -15,8 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "frontend/queue/request_class.h"
-#include "frontend/reply_origin.h"
+#include "frontend/kernel_request.h"
 #include "proto/fuse_abi.h"
 
 namespace ringfs::frontend {
@@ -28,14 +27,12 @@ struct RingEntry {
   char* payload = nullptr;
   iovec iov[2]{};
 
-  // Per-request state, written by the worker holding the entry.
-  uint64_t unique = 0;
-  uint32_t opcode = 0;
-  queue::RequestClass request_class = queue::RequestClass::kForeground;
-  int origin_cpu = -1;     // the worker whose ring delivered the request
-  int64_t received_ns = 0;  // when the request reached us (for latency)
-  int64_t sent_ns = 0;      // when it went to the server
-  ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer being committed
+  // Per-request state, written by the worker holding the entry. `request` is decoded once
+  // when the entry arrives and points into this entry's own buffers, so whichever worker
+  // forwards it after a handoff reads the same view.
+  KernelRequest request;
+  RequestState state;
+  int origin_cpu = -1;  // the worker whose ring delivered the request
 };
 
 class EntryRegistry {

@@ -19,8 +19,6 @@ namespace {
 // The FUSE command lives in the 80-byte area that starts here in a 128-byte SQE.
 static_assert(offsetof(io_uring_sqe, cmd) == 48);
 
-int64_t NowNs() { return static_cast<int64_t>(MonotonicNs()); }
-
 // A sent handoff's completion carries its kind (bit 0) and its target worker (bits 1..23), so
 // the sender can close the send it opened in the HandoffDirectory.
 uint32_t SentArgument(HandoffKind kind, int target_index) {
@@ -101,6 +99,9 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   backend_ = std::make_unique<BackendChannel>(
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
+  channel_.emplace(backend_.get());
+  forwarder_.emplace(Forwarder::Config{backend_config_.dir_attrs, backend_config_.interrupts},
+                     stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {
     for (uint32_t i = 0; i < depth_; ++i) {
@@ -114,7 +115,6 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   int submitted = io_uring_submit(&ring_);
   if (submitted < 0) return ErrnoError(-submitted, "submit REGISTER");
   load_scratch_.resize(shared_->topology.size());
-  inflight_ = 0;
   active_ = false;
   ApplyState(state_);
   PublishRingFd();
@@ -145,7 +145,7 @@ void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
   sqe->cmd_op = cmd;
   fuse::UringCmdReq request{};
   request.qid = entry->qid;  // always the entry's own queue, whichever ring commits it
-  request.commit_id = cmd == fuse::kUringCmdCommitAndFetch ? entry->unique : 0;
+  request.commit_id = cmd == fuse::kUringCmdCommitAndFetch ? entry->request.unique() : 0;
   char* command_area = reinterpret_cast<char*>(sqe) + offsetof(io_uring_sqe, cmd);
   std::memset(command_area, 0, 80);
   std::memcpy(command_area, &request, sizeof(request));
@@ -237,6 +237,8 @@ void RingWorker::Loop() {
   ring_fd_published_ = false;
   shared_->inflight[index_].store(0, std::memory_order_relaxed);
   stats_->state.store(static_cast<uint32_t>(WorkerState::kStopped), std::memory_order_relaxed);
+  forwarder_.reset();
+  channel_.reset();
   backend_.reset();  // its last request has been answered (or the mount is gone)
   RINGFS_LOG_DEBUG("worker %d: exits (%s)", cpu_, stopping_ ? "mount ended" : "retired");
   running_.store(false, std::memory_order_release);
@@ -299,32 +301,24 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
   if (res == 0) {
     WorkerStats::Add(stats_->ring_requests);
     WorkerStats::Add(stats_->received_by_qid[shared_->topology.IndexOf(entry->qid)]);
-    fuse_in_header in;
-    std::memcpy(&in, entry->header->in_out, sizeof(in));
-    entry->unique = in.unique;
-    entry->opcode = in.opcode;
     entry->origin_cpu = index_;
-    entry->received_ns = NowNs();
-    entry->request_class = queue::RequestClass::kForeground;  // until classified below
-    std::optional<fuse::OpInfo> op = fuse::LookupOp(in.opcode);
-    if (!op || !op->forwarded) {
-      CommitError(entry, ENOSYS, ReplyOrigin::kLocal);
-      return;
+    DecodeRingRequest(*entry->header, entry->payload, shared_->registry.payload_bytes(),
+                      &entry->request);
+    Verdict verdict = forwarder_->Accept(entry->request, &entry->state, entry->payload);
+    switch (verdict.kind) {
+      case Verdict::Kind::kForward:
+        Route(entry);
+        break;
+      case Verdict::Kind::kAnswer:
+        CommitAnswer(entry, verdict.header, verdict.body_size);
+        break;
+      case Verdict::Kind::kNone:
+        // DecodeRingRequest refuses the requests that expect no answer, so this is not reached;
+        // were it, committing an empty success gives the entry back to the kernel.
+        CommitAnswer(entry, fuse_out_header{sizeof(fuse_out_header), 0, entry->request.unique()},
+                     0);
+        break;
     }
-    if (entry->header->ring_ent_in_out.payload_sz > shared_->registry.payload_bytes()) {
-      CommitError(entry, EIO, ReplyOrigin::kBadRequest);
-      return;
-    }
-    // Classified first: the commit's latency histogram is chosen by class, local answers too.
-    entry->request_class = queue::ClassifyKernelRequest(in.opcode, entry->header->op_in,
-                                                        op->in_struct_size);
-    if (std::optional<LocalAnswer> local =
-            AnswerLocally(in.opcode, in.nodeid, entry->header->op_in, op->in_struct_size,
-                          backend_config_.dir_attrs, entry->payload, entry->received_ns)) {
-      CommitLocal(entry, *local);
-      return;
-    }
-    Route(entry);
     return;
   }
   if (res == -EAGAIN || res == -EINTR) {
@@ -344,7 +338,7 @@ void RingWorker::Route(RingEntry* entry) {
   const EngineState& state = *state_;
   int qid_index = shared_->topology.IndexOf(entry->qid);
   int owner_cpu = state.owner_cpu[qid_index];
-  queue::Policy policy = entry->request_class == queue::RequestClass::kBackground
+  queue::Policy policy = entry->state.request_class == queue::RequestClass::kBackground
                              ? state.config.background
                              : state.config.foreground;
   int target_cpu = owner_cpu;
@@ -407,7 +401,7 @@ void RingWorker::OnHandoff(RingEntry* entry, HandoffKind kind) {
 }
 
 void RingWorker::Dispatch(RingEntry* entry) {
-  if (entry->request_class == queue::RequestClass::kBackground &&
+  if (entry->state.request_class == queue::RequestClass::kBackground &&
       !limiter_.TryAdmit(entry->id)) {
     return;  // waits in this worker's FIFO; foreground requests never pass through here
   }
@@ -415,37 +409,19 @@ void RingWorker::Dispatch(RingEntry* entry) {
 }
 
 void RingWorker::Forward(RingEntry* entry) {
-  std::optional<fuse::OpInfo> op = fuse::LookupOp(entry->opcode);
-  fuse_in_header in;
-  std::memcpy(&in, entry->header->in_out, sizeof(in));
-  uint32_t payload_size = entry->header->ring_ent_in_out.payload_sz;
-  // The ring splits a request into header / argument struct / payload; the wire wants the
-  // classic contiguous frame, so the parts are gathered without copying.
-  iovec parts[2] = {{entry->header->op_in, op->in_struct_size}, {entry->payload, payload_size}};
-  fuse::ReplyBounds bounds =
-      fuse::SuccessReplyBounds(in.opcode, entry->header->op_in, op->in_struct_size);
-  PendingReply reply{entry->id, in.opcode, entry->payload, shared_->registry.payload_bytes(),
-                     bounds.min, bounds.max};
-  bool background = entry->request_class == queue::RequestClass::kBackground;
-  backend_->Submit(reply, in, parts, 2, static_cast<uint64_t>(entry->received_ns));
-  ++inflight_;
-  entry->sent_ns = NowNs();
-  WorkerStats::Add(stats_->forwarded);
-  WorkerStats::Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
-  WorkerStats::Add(stats_->forwarded_by_op[background ? 1 : 0][in.opcode % WorkerStats::kOpcodes]);
-  WorkerStats::Add(stats_->bytes_to_server, op->in_struct_size + payload_size);
+  // The reply body lands in the entry's payload; the channel keeps it until the request's own
+  // bytes have been sent.
+  forwarder_->Forward(entry->request, &entry->state, entry->id,
+                      ReplyBuffer{entry->payload, shared_->registry.payload_bytes()});
 }
 
 void RingWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                          ReplyOrigin origin) {
   RingEntry* entry = shared_->registry.Get(slot);
-  entry->reply_origin = origin;
+  forwarder_->OnReply(&entry->state, body_size, origin);
   std::memcpy(entry->header->in_out, &header, sizeof(header));
   entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
-  if (inflight_ > 0) --inflight_;
-  stats_->backend_rtt.Observe(NowNs() - entry->sent_ns);
-  WorkerStats::Add(stats_->bytes_from_server, body_size);
-  if (entry->request_class == queue::RequestClass::kBackground) {
+  if (entry->state.request_class == queue::RequestClass::kBackground) {
     // Forwarded from the loop, not from inside the channel's receive path.
     if (auto next = limiter_.OnComplete()) ready_.push_back(shared_->registry.Get(*next));
   }
@@ -464,38 +440,22 @@ void RingWorker::Complete(RingEntry* entry) {
 }
 
 void RingWorker::Commit(RingEntry* entry) {
-  WorkerStats::Add(stats_->replies);
   fuse_out_header out;
   std::memcpy(&out, entry->header->in_out, sizeof(out));
-  stats_->CountReply(out.error, entry->reply_origin);
-  if (entry->received_ns != 0) {
-    bool background = entry->request_class == queue::RequestClass::kBackground;
-    stats_->request_duration[background ? 1 : 0].Observe(NowNs() - entry->received_ns);
-  }
+  // The forwarder of whichever worker commits counts the answer.
+  forwarder_->OnAnswered(entry->state, out.error);
   SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
 }
 
-// A local answer is a designed reply (FLUSH's ENOSYS included), not a failure.
-void RingWorker::CommitLocal(RingEntry* entry, const LocalAnswer& answer) {
-  WorkerStats::Add(stats_->answered_locally);
-  entry->reply_origin = ReplyOrigin::kLocal;
-  fuse_out_header header{static_cast<uint32_t>(sizeof(fuse_out_header) + answer.body_size),
-                         -answer.error, entry->unique};
+void RingWorker::CommitAnswer(RingEntry* entry, const fuse_out_header& header,
+                              size_t body_size) {
   std::memcpy(entry->header->in_out, &header, sizeof(header));
-  entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(answer.body_size);
-  Commit(entry);
-}
-
-void RingWorker::CommitError(RingEntry* entry, int err, ReplyOrigin origin) {
-  fuse_out_header header{sizeof(fuse_out_header), -err, entry->unique};
-  std::memcpy(entry->header->in_out, &header, sizeof(header));
-  entry->header->ring_ent_in_out.payload_sz = 0;
-  entry->reply_origin = origin;
+  entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
   Commit(entry);
 }
 
 bool RingWorker::MayExit() const {
-  return held_ == 0 && inflight_ == 0 && limiter_.queued() == 0 && ready_.empty() &&
+  return held_ == 0 && forwarder_->inflight() == 0 && limiter_.queued() == 0 && ready_.empty() &&
          retry_handoffs_.empty() && handoffs_unconfirmed_ == 0;
 }
 
@@ -522,8 +482,9 @@ void RingWorker::PublishRingFd() {
 }
 
 void RingWorker::PublishGauges() {
-  shared_->inflight[index_].store(inflight_, std::memory_order_relaxed);
-  WorkerStats::Set(stats_->inflight, inflight_);
+  uint32_t inflight = forwarder_ ? forwarder_->inflight() : 0;
+  shared_->inflight[index_].store(inflight, std::memory_order_relaxed);
+  WorkerStats::Set(stats_->inflight, inflight);
   WorkerStats::Set(stats_->background_inflight, limiter_.inflight());
   WorkerStats::Set(stats_->background_queued, limiter_.queued());
   WorkerStats::Set(stats_->background_inflight_max, limiter_.max_inflight_seen());

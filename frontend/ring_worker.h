@@ -11,6 +11,7 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -21,8 +22,8 @@
 #include "common/unique_fd.h"
 #include "frontend/backend_channel.h"
 #include "frontend/completion_tags.h"
-#include "frontend/local_answer.h"
 #include "frontend/engine_state.h"
+#include "frontend/forwarder.h"
 #include "frontend/queue/background_limiter.h"
 #include "frontend/worker_stats.h"
 
@@ -65,8 +66,7 @@ class RingWorker : public ReplySink {
   void Forward(RingEntry* entry);
   void Complete(RingEntry* entry);
   void Commit(RingEntry* entry);
-  void CommitError(RingEntry* entry, int err, ReplyOrigin origin);
-  void CommitLocal(RingEntry* entry, const LocalAnswer& answer);
+  void CommitAnswer(RingEntry* entry, const fuse_out_header& header, size_t body_size);
   void HandOff(RingEntry* entry, int target_index, HandoffKind kind);
   void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);
   io_uring_sqe* NextSqe();
@@ -87,13 +87,14 @@ class RingWorker : public ReplySink {
   UniqueFd wake_fd_;
   uint64_t wake_value_ = 0;
   std::unique_ptr<BackendChannel> backend_;
+  std::optional<BackendRequestChannel> channel_;  // backend_ as the forwarder sees it
+  std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   queue::BackgroundLimiter limiter_;
   std::shared_ptr<const EngineState> state_;
   bool active_ = false;
   bool allow_exit_ = false;
   bool stopping_ = false;
   uint32_t held_ = 0;       // entries registered on this ring or being processed here
-  uint32_t inflight_ = 0;   // requests at the server
   uint32_t handoffs_unconfirmed_ = 0;  // our MSG_RINGs whose completion we have not reaped
   bool ring_fd_published_ = false;     // shared_->handoffs names our ring (ReadyToExit)
   std::vector<RingEntry*> ready_;  // background requests the limiter let go, to forward

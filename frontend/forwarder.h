@@ -1,0 +1,123 @@
+// The decisions between a decoded kernel request (kernel_request.h) and the server, shared by
+// both transports: refusals, INTERRUPT, FORGET, DESTROY, local answers, classification, the
+// Submit call with its reply bounds, and the counting of all of it in the worker's WorkerStats.
+// A transport only receives the bytes, decodes them, and commits or writes the answer; the ring
+// transport adds routing and admission (ring-only concepts) between Accept and Forward.
+// One Forwarder per worker, used only by that worker's thread; it holds no request state of
+// its own (that lives in the transport's slot: the RequestState beside the request's bytes).
+#pragma once
+
+#include <linux/fuse.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "frontend/backend_channel.h"
+#include "frontend/dir_attr_cache.h"
+#include "frontend/interrupt_board.h"
+#include "frontend/kernel_request.h"
+#include "frontend/queue/request_class.h"
+#include "frontend/reply_origin.h"
+#include "frontend/worker_stats.h"
+
+namespace ringfs::frontend {
+
+// The part of the backend channel the forwarder uses. A seam, so the forwarder is tested
+// without a server; one virtual call per request, none per byte.
+class RequestChannel {
+ public:
+  virtual ~RequestChannel() = default;
+  // As BackendChannel::Submit.
+  virtual void Submit(const PendingReply& reply, const fuse_in_header& header,
+                      const iovec* parts, int nparts, uint64_t received_ns) = 0;
+  // As BackendChannel::SubmitOneWay.
+  virtual void SubmitOneWay(const void* frame, size_t size) = 0;
+};
+
+// The worker's BackendChannel behind that seam. REQUIRES: the channel outlives this.
+class BackendRequestChannel final : public RequestChannel {
+ public:
+  explicit BackendRequestChannel(BackendChannel* channel) : channel_(channel) {}
+  void Submit(const PendingReply& reply, const fuse_in_header& header, const iovec* parts,
+              int nparts, uint64_t received_ns) override {
+    channel_->Submit(reply, header, parts, nparts, received_ns);
+  }
+  void SubmitOneWay(const void* frame, size_t size) override {
+    channel_->SubmitOneWay(frame, size);
+  }
+
+ private:
+  BackendChannel* channel_;
+};
+
+// What the transport does with a request after Forwarder::Accept.
+struct Verdict {
+  enum class Kind : uint8_t {
+    kAnswer,   // commit/write `header` and `body_size` bytes of the body buffer now
+    kNone,     // the kernel expects no answer (INTERRUPT, FORGET, BATCH_FORGET)
+    kForward,  // to the server: Forwarder::Forward (the ring routes and admits it first)
+  };
+  Kind kind = Kind::kNone;
+  fuse_out_header header{};  // kAnswer: len counts the body, unique is the request's
+  size_t body_size = 0;
+};
+
+// The answer a request that could not be decoded gets.
+struct Refusal {
+  int error = 0;  // positive errno
+  ReplyOrigin origin = ReplyOrigin::kBadRequest;
+};
+// REQUIRES: `result` is neither kOk nor kTruncatedHeader (those get no refusal).
+[[nodiscard]] Refusal RefusalFor(DecodeResult result);
+
+// Where the reply body of a forwarded request lands.
+struct ReplyBuffer {
+  char* data = nullptr;
+  size_t capacity = 0;
+};
+
+class Forwarder {
+ public:
+  struct Config {
+    DirAttrCache* dir_attrs = nullptr;      // null: no post-op directory attributes
+    InterruptBoard* interrupts = nullptr;   // null: INTERRUPT is not honoured
+    uint64_t (*clock)() = MonotonicNs;      // a seam for tests
+  };
+
+  Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
+      : config_(config), stats_(stats), channel_(channel) {}
+  Forwarder(const Forwarder&) = delete;
+  Forwarder& operator=(const Forwarder&) = delete;
+
+  // Decides a request just decoded and starts its `state`. A kAnswer's body (a local answer)
+  // is written to `body`, which needs sizeof(fuse_attr_out) bytes and may overlap the request's
+  // bytes (they are not read afterwards). A request that expects no answer is done here.
+  [[nodiscard]] Verdict Accept(const KernelRequest& request, RequestState* state, void* body);
+
+  // Sends an accepted request to the server; the answer reaches the transport's ReplySink for
+  // `slot`, its body in `reply`. REQUIRES: Accept said kForward; the request's bytes stay put
+  // and unchanged until the slot is answered.
+  void Forward(const KernelRequest& request, RequestState* state, uint32_t slot,
+               ReplyBuffer reply);
+
+  // The channel answered a forwarded request (from the transport's ReplySink::OnReply).
+  void OnReply(RequestState* state, size_t body_size, ReplyOrigin origin);
+
+  // The transport gave an answer with `error` (the header's, ≤ 0) to the kernel.
+  void OnAnswered(const RequestState& state, int error);
+
+  // Requests forwarded and not yet answered by the channel.
+  uint32_t inflight() const { return inflight_; }
+
+ private:
+  Verdict Answer(const KernelRequest& request, RequestState* state, int error, size_t body_size,
+                 ReplyOrigin origin);
+
+  const Config config_;
+  WorkerStats* const stats_;
+  RequestChannel* const channel_;
+  uint32_t inflight_ = 0;
+};
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,473 @@
+// The Forwarder's decisions for both transports, without a kernel and without a server: each
+// request is laid out as the ring or /dev/fuse delivers it, decoded by that transport's decoder,
+// and handed to a Forwarder whose channel only records what it is given.
+#include "frontend/forwarder.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fuse.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "frontend/dir_attr_cache.h"
+#include "frontend/interrupt_board.h"
+#include "frontend/kernel_request.h"
+#include "frontend/worker_stats.h"
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr size_t kPayloadBytes = 64 * 1024;  // a ring entry's payload / a read slot's buffer
+
+uint64_t fake_now_ns = 1'000'000;
+uint64_t FakeClock() { return fake_now_ns; }
+
+// The channel side: records every call.
+class RecordingChannel final : public RequestChannel {
+ public:
+  struct Submitted {
+    PendingReply reply;
+    fuse_in_header header;
+    std::string body;  // the parts, gathered
+    int nparts;
+    uint64_t received_ns;
+  };
+
+  void Submit(const PendingReply& reply, const fuse_in_header& header, const iovec* parts,
+              int nparts, uint64_t received_ns) override {
+    Submitted call{reply, header, "", nparts, received_ns};
+    for (int i = 0; i < nparts; ++i) {
+      call.body.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
+    }
+    submitted.push_back(call);
+  }
+  void SubmitOneWay(const void* frame, size_t size) override {
+    one_way.emplace_back(static_cast<const char*>(frame), size);
+  }
+
+  std::vector<Submitted> submitted;
+  std::vector<std::string> one_way;
+};
+
+enum class Transport { kRing, kClassic };
+
+// One request laid out the way `transport` delivers it.
+class Delivery {
+ public:
+  Delivery(Transport transport, uint32_t opcode, const void* op_struct, size_t op_size,
+           std::string_view payload = {}, uint64_t nodeid = 7)
+      : transport_(transport), buffer_(kPayloadBytes) {
+    fuse_in_header in{};
+    in.len = static_cast<uint32_t>(sizeof(in) + op_size + payload.size());
+    in.opcode = opcode;
+    in.unique = 42;
+    in.nodeid = nodeid;
+    if (transport == Transport::kRing) {
+      std::memcpy(entry_.in_out, &in, sizeof(in));
+      if (op_size > 0) std::memcpy(entry_.op_in, op_struct, op_size);
+      std::memcpy(buffer_.data(), payload.data(), payload.size());
+      entry_.ring_ent_in_out.payload_sz = static_cast<uint32_t>(payload.size());
+    } else {
+      std::memcpy(buffer_.data(), &in, sizeof(in));
+      if (op_size > 0) std::memcpy(buffer_.data() + sizeof(in), op_struct, op_size);
+      std::memcpy(buffer_.data() + sizeof(in) + op_size, payload.data(), payload.size());
+      delivered_ = in.len;
+    }
+  }
+
+  // What the transport read differs from the header (classic), or the ring claims more payload.
+  void set_delivered(size_t bytes) { delivered_ = bytes; }
+  void set_ring_payload(uint32_t bytes) { entry_.ring_ent_in_out.payload_sz = bytes; }
+
+  KernelRequest Decode() {
+    KernelRequest request;
+    if (transport_ == Transport::kRing) {
+      DecodeRingRequest(entry_, buffer_.data(), buffer_.size(), &request);
+    } else {
+      DecodeDevFuseRequest(buffer_.data(), delivered_, &request);
+    }
+    return request;
+  }
+  // Where the transport has a local answer's body written.
+  char* body() {
+    return transport_ == Transport::kRing ? buffer_.data()
+                                          : buffer_.data() + sizeof(fuse_out_header);
+  }
+
+ private:
+  Transport transport_;
+  fuse::UringReqHeader entry_{};
+  std::vector<char> buffer_;
+  size_t delivered_ = 0;
+};
+
+template <typename T>
+Delivery Make(Transport transport, uint32_t opcode, const T& op_struct,
+              std::string_view payload = {}, uint64_t nodeid = 7) {
+  return Delivery(transport, opcode, &op_struct, sizeof(op_struct), payload, nodeid);
+}
+Delivery MakeBare(Transport transport, uint32_t opcode, std::string_view payload = {}) {
+  return Delivery(transport, opcode, nullptr, 0, payload);
+}
+
+fuse_read_in ReadIn(uint32_t size, uint32_t flags = 0) {
+  fuse_read_in in{};
+  in.size = size;
+  in.flags = flags;
+  return in;
+}
+
+// A forwarder with a dir-attr cache, an interrupt board and a recording channel.
+class Harness {
+ protected:
+  Harness()
+      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock}, &stats_, &channel_) {}
+
+  // Decodes and accepts; the view and state are left in request_ and state_.
+  Verdict Accept(Delivery& delivery) {
+    request_ = delivery.Decode();
+    return forwarder_.Accept(request_, &state_, delivery.body());
+  }
+  void ExpectAnswer(const Verdict& verdict, int error, ReplyOrigin origin) {
+    ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
+    EXPECT_EQ(verdict.header.error, -error);
+    EXPECT_EQ(verdict.header.unique, 42u);
+    EXPECT_EQ(verdict.header.len, sizeof(fuse_out_header) + verdict.body_size);
+    EXPECT_EQ(state_.reply_origin, origin);
+    EXPECT_TRUE(channel_.submitted.empty());
+  }
+  // The request was refused at decoding with `result`, answered EIO and counted as such.
+  void ExpectRefusedAsBadRequest(Delivery& delivery, DecodeResult result) {
+    Verdict verdict = Accept(delivery);
+    EXPECT_EQ(request_.decoded, result);
+    ExpectAnswer(verdict, EIO, ReplyOrigin::kBadRequest);
+    uint64_t before = Failures(FailureReason::kBadRequest);
+    forwarder_.OnAnswered(state_, verdict.header.error);
+    EXPECT_EQ(Failures(FailureReason::kBadRequest), before + 1);
+    EXPECT_TRUE(channel_.one_way.empty());
+  }
+  uint64_t Failures(FailureReason reason) const {
+    return stats_.failures[static_cast<size_t>(reason)].load();
+  }
+
+  DirAttrCache dir_attrs_;
+  InterruptBoard interrupts_;
+  WorkerStats stats_;
+  RecordingChannel channel_;
+  Forwarder forwarder_;
+  KernelRequest request_;
+  RequestState state_;
+};
+
+class ForwarderTest : public Harness, public ::testing::TestWithParam<Transport> {
+ protected:
+  Transport transport() const { return GetParam(); }
+};
+
+// Decisions that only one transport can meet.
+class ForwarderEdgeTest : public Harness, public ::testing::Test {};
+
+INSTANTIATE_TEST_SUITE_P(BothTransports, ForwarderTest,
+                         ::testing::Values(Transport::kRing, Transport::kClassic),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kRing ? "Ring" : "Classic";
+                         });
+
+TEST_P(ForwarderTest, UnknownOpcodeIsNotImplemented) {
+  Delivery delivery = MakeBare(transport(), 63);
+  EXPECT_EQ(delivery.Decode().decoded, DecodeResult::kUnknownOpcode);
+  Verdict verdict = Accept(delivery);
+  ExpectAnswer(verdict, ENOSYS, ReplyOrigin::kLocal);
+  forwarder_.OnAnswered(state_, verdict.header.error);
+  EXPECT_EQ(stats_.TotalFailures(), 0u);  // a designed answer
+  EXPECT_EQ(stats_.replies_by_errno[ENOSYS].load(), 1u);
+}
+
+TEST_P(ForwarderTest, OpcodeNotForwardedIsNotImplemented) {
+  fuse_lk_in lock{};
+  Delivery delivery = Make(transport(), FUSE_GETLK, lock);
+  ExpectAnswer(Accept(delivery), ENOSYS, ReplyOrigin::kLocal);
+}
+
+// DESTROY was ENOSYS on the ring and a success on /dev/fuse; now a success on both.
+TEST_P(ForwarderTest, DestroyGetsAnEmptySuccess) {
+  Delivery delivery = MakeBare(transport(), FUSE_DESTROY);
+  Verdict verdict = Accept(delivery);
+  ExpectAnswer(verdict, 0, ReplyOrigin::kLocal);
+  EXPECT_EQ(verdict.body_size, 0u);
+}
+
+TEST_P(ForwarderTest, FlushIsAnsweredLocally) {
+  fuse_flush_in flush{};
+  Delivery delivery = Make(transport(), FUSE_FLUSH, flush);
+  Verdict verdict = Accept(delivery);
+  ExpectAnswer(verdict, ENOSYS, ReplyOrigin::kLocal);
+  EXPECT_EQ(stats_.answered_locally.load(), 1u);
+  forwarder_.OnAnswered(state_, verdict.header.error);
+  EXPECT_EQ(stats_.TotalFailures(), 0u);
+}
+
+TEST_P(ForwarderTest, DirectoryGetattrIsAnsweredOnceFromTheCache) {
+  fuse_attr_out cached{};
+  cached.attr_valid = 5;
+  cached.attr.ino = 7;
+  cached.attr.ctime = 99;
+  dir_attrs_.Offer(7, cached, fake_now_ns);
+  fuse_getattr_in getattr{};
+  Delivery first = Make(transport(), FUSE_GETATTR, getattr);
+  Verdict verdict = Accept(first);
+  ExpectAnswer(verdict, 0, ReplyOrigin::kLocal);
+  ASSERT_EQ(verdict.body_size, sizeof(fuse_attr_out));
+  fuse_attr_out answered;
+  std::memcpy(&answered, first.body(), sizeof(answered));
+  EXPECT_EQ(answered.attr.ctime, 99u);
+  EXPECT_EQ(stats_.answered_locally.load(), 1u);
+
+  Delivery second = Make(transport(), FUSE_GETATTR, getattr);
+  EXPECT_EQ(Accept(second).kind, Verdict::Kind::kForward);
+}
+
+TEST_P(ForwarderTest, GetattrOfAnOpenHandleGoesToTheServer) {
+  fuse_attr_out cached{};
+  cached.attr_valid = 5;
+  dir_attrs_.Offer(7, cached, fake_now_ns);
+  fuse_getattr_in getattr{};
+  getattr.getattr_flags = FUSE_GETATTR_FH;
+  Delivery delivery = Make(transport(), FUSE_GETATTR, getattr);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+}
+
+TEST_P(ForwarderTest, ClassifiesOnAccept) {
+  fuse_write_in writeback{};
+  writeback.size = 4;
+  writeback.write_flags = FUSE_WRITE_CACHE;
+  Delivery write = Make(transport(), FUSE_WRITE, writeback, "data");
+  ASSERT_EQ(Accept(write).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(state_.request_class, queue::RequestClass::kBackground);
+
+  Delivery page_read = Make(transport(), FUSE_READ, ReadIn(4096));
+  ASSERT_EQ(Accept(page_read).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(state_.request_class, queue::RequestClass::kForeground);
+
+  Delivery readahead = Make(transport(), FUSE_READ, ReadIn(128 * 1024));
+  ASSERT_EQ(Accept(readahead).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(state_.request_class, queue::RequestClass::kBackground);
+
+  Delivery direct = Make(transport(), FUSE_READ, ReadIn(4096, O_DIRECT));
+  ASSERT_EQ(Accept(direct).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(state_.request_class, queue::RequestClass::kBackground);
+}
+
+TEST_P(ForwarderTest, ForwardPassesTheFrameAndReplyBounds) {
+  fake_now_ns = 5'000'000;
+  Delivery delivery = Make(transport(), FUSE_READ, ReadIn(8192));
+  ASSERT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+  char reply_body[16];
+  forwarder_.Forward(request_, &state_, /*slot=*/3, ReplyBuffer{reply_body, sizeof(reply_body)});
+  ASSERT_EQ(channel_.submitted.size(), 1u);
+  const RecordingChannel::Submitted& call = channel_.submitted[0];
+  EXPECT_EQ(call.reply.slot, 3u);
+  EXPECT_EQ(call.reply.opcode, static_cast<uint32_t>(FUSE_READ));
+  EXPECT_EQ(call.reply.body, reply_body);
+  EXPECT_EQ(call.reply.capacity, sizeof(reply_body));
+  EXPECT_EQ(call.reply.min_body, 0u);
+  EXPECT_EQ(call.reply.max_body, 8192u);
+  EXPECT_EQ(call.header.unique, 42u);
+  EXPECT_EQ(call.received_ns, 5'000'000u);
+  fuse_read_in sent;
+  ASSERT_EQ(call.body.size(), sizeof(sent));
+  std::memcpy(&sent, call.body.data(), sizeof(sent));
+  EXPECT_EQ(sent.size, 8192u);
+  EXPECT_EQ(forwarder_.inflight(), 1u);
+  EXPECT_EQ(stats_.forwarded.load(), 1u);
+  // More than a page: readahead, counted as background.
+  EXPECT_EQ(stats_.forwarded_background.load(), 1u);
+  EXPECT_EQ(stats_.forwarded_by_op[1][FUSE_READ].load(), 1u);
+  EXPECT_EQ(stats_.bytes_to_server.load(), sizeof(fuse_read_in));
+}
+
+TEST_P(ForwarderTest, StructAndPayloadReachTheChannelInOrder) {
+  fuse_write_in write{};
+  write.size = 5;
+  Delivery delivery = Make(transport(), FUSE_WRITE, write, "hello");
+  ASSERT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+  char reply_body[sizeof(fuse_write_out)];
+  forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
+  ASSERT_EQ(channel_.submitted.size(), 1u);
+  const RecordingChannel::Submitted& call = channel_.submitted[0];
+  // The classic frame is contiguous; the ring's struct and payload are two parts.
+  EXPECT_EQ(call.nparts, transport() == Transport::kRing ? 2 : 1);
+  ASSERT_EQ(call.body.size(), sizeof(write) + 5);
+  EXPECT_EQ(call.body.substr(sizeof(write)), "hello");
+  EXPECT_EQ(call.reply.min_body, sizeof(fuse_write_out));
+  EXPECT_EQ(call.reply.max_body, sizeof(fuse_write_out));
+  EXPECT_EQ(stats_.bytes_to_server.load(), sizeof(write) + 5);
+}
+
+TEST_P(ForwarderTest, ZeroSizeGetxattrExpectsTheSizeReply) {
+  fuse_getxattr_in probe{};
+  Delivery delivery = Make(transport(), FUSE_GETXATTR, probe, std::string_view("user.a\0", 7));
+  ASSERT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+  char reply_body[64];
+  forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
+  ASSERT_EQ(channel_.submitted.size(), 1u);
+  EXPECT_EQ(channel_.submitted[0].reply.min_body, sizeof(fuse_getxattr_out));
+  EXPECT_EQ(channel_.submitted[0].reply.max_body, sizeof(fuse_getxattr_out));
+}
+
+TEST_P(ForwarderTest, ReplyAndAnswerAreCounted) {
+  fake_now_ns = 1'000'000;
+  Delivery delivery = Make(transport(), FUSE_READ, ReadIn(4096));
+  ASSERT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+  char reply_body[4096];
+  forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
+  fake_now_ns = 3'000'000;
+  forwarder_.OnReply(&state_, 100, ReplyOrigin::kServer);
+  EXPECT_EQ(forwarder_.inflight(), 0u);
+  EXPECT_EQ(stats_.bytes_from_server.load(), 100u);
+  EXPECT_EQ(stats_.backend_rtt.sum_ns.load(), 2'000'000);
+  forwarder_.OnAnswered(state_, 0);
+  EXPECT_EQ(stats_.replies.load(), 1u);
+  EXPECT_EQ(stats_.request_duration[0].sum_ns.load(), 2'000'000);
+
+  // An answer ringfs gave because the server did not is a failure.
+  forwarder_.OnReply(&state_, 0, ReplyOrigin::kTimeout);
+  forwarder_.OnAnswered(state_, -ETIMEDOUT);
+  EXPECT_EQ(Failures(FailureReason::kTimeout), 1u);
+}
+
+// --- Size limits and malformed requests --------------------------------------------------
+
+TEST_F(ForwarderEdgeTest, ClassicLengthOtherThanWhatWasReadIsRefused) {
+  fuse_getattr_in getattr{};
+  Delivery delivery = Make(Transport::kClassic, FUSE_GETATTR, getattr);
+  delivery.set_delivered(sizeof(fuse_in_header) + sizeof(getattr) + 8);
+  ExpectRefusedAsBadRequest(delivery, DecodeResult::kBadLength);
+}
+
+// Was forwarded cut short (the server answered EINVAL) and read zero-filled by the local
+// answers; now refused at the edge like every request ringfs cannot take.
+TEST_F(ForwarderEdgeTest, ClassicArgumentStructShorterThanTheOpcodesIsRefused) {
+  uint32_t half_a_read_in[4] = {};
+  Delivery delivery(Transport::kClassic, FUSE_READ, half_a_read_in, sizeof(half_a_read_in));
+  ExpectRefusedAsBadRequest(delivery, DecodeResult::kShortStruct);
+}
+
+TEST_F(ForwarderEdgeTest, ClassicReadShorterThanAHeaderGetsNoAnswer) {
+  Delivery delivery = MakeBare(Transport::kClassic, FUSE_GETATTR);
+  delivery.set_delivered(sizeof(fuse_in_header) - 1);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kNone);
+  EXPECT_EQ(request_.decoded, DecodeResult::kTruncatedHeader);
+  EXPECT_TRUE(channel_.submitted.empty());
+}
+
+TEST_F(ForwarderEdgeTest, RingPayloadLargerThanTheEntryIsRefused) {
+  fuse_write_in write{};
+  Delivery delivery = Make(Transport::kRing, FUSE_WRITE, write);
+  delivery.set_ring_payload(kPayloadBytes + 1);
+  ExpectRefusedAsBadRequest(delivery, DecodeResult::kPayloadTooLarge);
+}
+
+TEST_F(ForwarderEdgeTest, RingPayloadThatFillsTheEntryIsTaken) {
+  fuse_write_in write{};
+  Delivery delivery = Make(Transport::kRing, FUSE_WRITE, write);
+  delivery.set_ring_payload(kPayloadBytes);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(request_.payload_size, kPayloadBytes);
+  EXPECT_EQ(request_.op_in_size, sizeof(fuse_write_in));
+}
+
+// --- Requests without an answer ----------------------------------------------------------
+
+TEST_F(ForwarderEdgeTest, ClassicInterruptIsPostedForTheChannels) {
+  fuse_interrupt_in interrupt{};
+  interrupt.unique = 1234;
+  Delivery delivery = Make(Transport::kClassic, FUSE_INTERRUPT, interrupt);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kNone);
+  EXPECT_TRUE(interrupts_.Take(1234));
+  EXPECT_TRUE(channel_.submitted.empty());
+  EXPECT_TRUE(channel_.one_way.empty());
+}
+
+TEST(ForwarderNoBoardTest, ClassicInterruptIsDropped) {
+  WorkerStats stats;
+  RecordingChannel channel;
+  Forwarder forwarder(Forwarder::Config{nullptr, nullptr, FakeClock}, &stats, &channel);
+  fuse_interrupt_in interrupt{};
+  Delivery delivery = Make(Transport::kClassic, FUSE_INTERRUPT, interrupt);
+  RequestState state;
+  EXPECT_EQ(forwarder.Accept(delivery.Decode(), &state, delivery.body()).kind,
+            Verdict::Kind::kNone);
+}
+
+TEST_F(ForwarderEdgeTest, ClassicForgetGoesOneWayWhole) {
+  fuse_forget_in forget{};
+  forget.nlookup = 3;
+  Delivery delivery = Make(Transport::kClassic, FUSE_FORGET, forget);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kNone);
+  ASSERT_EQ(channel_.one_way.size(), 1u);
+  EXPECT_EQ(channel_.one_way[0].size(), sizeof(fuse_in_header) + sizeof(forget));
+  EXPECT_TRUE(channel_.submitted.empty());
+  EXPECT_EQ(stats_.forgets.load(), 1u);
+  EXPECT_EQ(forwarder_.inflight(), 0u);
+}
+
+// The kernel sends FORGET, BATCH_FORGET and INTERRUPT on /dev/fuse only. An entry carrying one
+// must still be committed to return to the kernel; it was forwarded as if it expected a reply.
+TEST_F(ForwarderEdgeTest, RingEntryWithARequestWithoutReplyIsAnswered) {
+  for (uint32_t opcode : {FUSE_FORGET, FUSE_BATCH_FORGET, FUSE_INTERRUPT}) {
+    uint64_t zeros[2] = {};
+    Delivery delivery(Transport::kRing, opcode, zeros, sizeof(zeros));
+    ExpectRefusedAsBadRequest(delivery, DecodeResult::kNoReplyOnRing);
+  }
+  EXPECT_TRUE(interrupts_.empty());
+}
+
+TEST(RefusalTest, EachDecodeFailureHasOneAnswer) {
+  struct Row {
+    DecodeResult result;
+    int error;
+    ReplyOrigin origin;
+  };
+  const Row rows[] = {
+      {DecodeResult::kUnknownOpcode, ENOSYS, ReplyOrigin::kLocal},
+      {DecodeResult::kBadLength, EIO, ReplyOrigin::kBadRequest},
+      {DecodeResult::kShortStruct, EIO, ReplyOrigin::kBadRequest},
+      {DecodeResult::kPayloadTooLarge, EIO, ReplyOrigin::kBadRequest},
+      {DecodeResult::kNoReplyOnRing, EIO, ReplyOrigin::kBadRequest},
+  };
+  for (const Row& row : rows) {
+    Refusal refusal = RefusalFor(row.result);
+    EXPECT_EQ(refusal.error, row.error) << static_cast<int>(row.result);
+    EXPECT_EQ(refusal.origin, row.origin) << static_cast<int>(row.result);
+  }
+}
+
+TEST(KernelRequestTest, ClassicViewSplitsStructAndPayload) {
+  Delivery delivery = MakeBare(Transport::kClassic, FUSE_LOOKUP, std::string_view("name\0", 5));
+  KernelRequest request = delivery.Decode();
+  ASSERT_EQ(request.decoded, DecodeResult::kOk);
+  EXPECT_EQ(request.op.name, "LOOKUP");
+  EXPECT_EQ(request.op_in_size, 0u);
+  EXPECT_EQ(std::string_view(request.payload, request.payload_size),
+            std::string_view("name\0", 5));
+  EXPECT_NE(request.frame, nullptr);
+  EXPECT_EQ(request.header.nodeid, 7u);
+}
+
+TEST(KernelRequestTest, StructIsZeroFilledBeyondWhatIsThere) {
+  uint32_t first_half = 77;
+  KernelRequest request;
+  request.op_in = reinterpret_cast<const char*>(&first_half);
+  request.op_in_size = sizeof(first_half);
+  fuse_read_in read = request.Struct<fuse_read_in>();
+  EXPECT_EQ(read.fh & 0xffffffffu, 77u);
+  EXPECT_EQ(read.size, 0u);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
