@@ -41,17 +41,23 @@ absl::Status WriteAll(int fd, const std::string& bytes) {
   return absl::OkStatus();
 }
 
+// Writes the key under a private temporary name (O_CREAT|O_EXCL, 0600) and publishes it with
+// link(2), which fails with EEXIST if the name exists: a server starting at the same moment
+// never reads a key file that is still being written, and the first one to link wins.
 absl::StatusOr<std::string> CreateKeyFile(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return ErrnoError(errno, absl::StrFormat("create handle key '%s'", path));
-  ASSIGN_OR_RETURN(std::string key, RandomKey());
-  if (absl::Status written = WriteAll(fd.get(), key); !written.ok()) {
-    unlink(path.c_str());
-    return written;
+  const std::string temp = absl::StrFormat("%s.new-%d-%d", path, getpid(), gettid());
+  UniqueFd fd(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd.valid()) return ErrnoError(errno, absl::StrFormat("create handle key '%s'", temp));
+  absl::StatusOr<std::string> key = RandomKey();
+  absl::Status written = key.ok() ? WriteAll(fd.get(), *key) : key.status();
+  if (written.ok() && link(temp.c_str(), path.c_str()) != 0) {
+    written = ErrnoError(errno, absl::StrFormat("create handle key '%s'", path));
   }
+  unlink(temp.c_str());
+  RETURN_IF_ERROR(written);
   RINGFS_LOG_INFO("created handle key '%s' (%u random bytes); servers of this export must share "
                   "it to reclaim each other's node handles",
-                  path, key.size());
+                  path, key->size());
   return key;
 }
 

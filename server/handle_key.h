@@ -13,8 +13,9 @@ namespace ringfs::server {
 inline constexpr size_t kHandleKeyBytes = 32;
 inline constexpr char kDefaultHandleKeyFile[] = "/var/lib/ringfs/handle.key";
 
-// The key in `path`. A missing file is created (O_CREAT|O_EXCL, mode 0600) with kHandleKeyBytes
-// from getrandom(2), and that is logged. An existing one must be a regular file that neither
+// The key in `path`. A missing file is created (mode 0600, written under a temporary
+// O_CREAT|O_EXCL name and linked into place, so it appears complete) with kHandleKeyBytes from
+// getrandom(2), and that is logged. An existing one must be a regular file that neither
 // group nor others can read, holding at least kHandleKeyBytes bytes (all of it is the key);
 // otherwise FailedPrecondition with a message for the operator.
 absl::StatusOr<std::string> LoadOrCreateHandleKey(const std::string& path);

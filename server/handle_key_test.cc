@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "common/status.h"
 #include "server/test_client.h"
@@ -62,6 +65,32 @@ TEST(HandleKeyTest, ExplicitPathInMissingDirectoryFailsAndNoPathIsRandom) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(a->size(), kHandleKeyBytes);
   EXPECT_NE(*a, *b);
+}
+
+}  // namespace
+}  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+// Servers of one export started together: all end up with the one key that was published.
+TEST(HandleKeyTest, ConcurrentCreatorsAgreeOnOneKey) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("handle.key");
+  std::vector<std::string> keys(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    threads.emplace_back([&, i] {
+      auto key = LoadOrCreateHandleKey(path);
+      EXPECT_TRUE(key.ok()) << key.status();
+      if (key.ok()) keys[i] = *key;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& key : keys) EXPECT_EQ(key, keys[0]);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()),
+            1) << "no temporary file left behind";
 }
 
 }  // namespace
