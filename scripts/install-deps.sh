@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev
+  libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev fio attr util-linux procps jq iproute2
   # scripts/thread_safety.sh: clang++ (14 on Debian 12) checks the lock annotations GCC ignores.
   clang

@@ -42,6 +42,7 @@ absl::StatusOr<std::shared_ptr<ClientState>> ClientRegistry::Create(
   state->client_id = client_id;
   if (options_.node_fds != nullptr) {
     ASSIGN_OR_RETURN(state->nodes, HandleNodeTable::Create(std::move(root), st, options_.node_fds));
+    state->seal = options_.seal;
   } else {
     state->nodes = std::make_unique<PathNodeTable>(std::move(root), st);
   }

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/handle_seal.h"
 #include "server/handle_table.h"
 #include "server/node_fd_cache.h"
 #include "server/node_table.h"
@@ -33,6 +34,9 @@ struct ClientState {
 
   std::string client_id;
   std::unique_ptr<NodeTable> nodes;
+  // Set when `nodes` keeps nodes by handle and the server has a handle key: the client may
+  // negotiate node handles and reclaim (common/node_handle.h).
+  std::shared_ptr<const HandleSeal> seal;
   HandleTable handles;
   ReplyCache replies;  // replies of this client's non-idempotent requests, for replays
 };
@@ -44,6 +48,8 @@ class ClientRegistry {
     // Null: a PathNodeTable (one fd per node), for exports where file handles do not work
     // (see ProbeInodeHandles).
     std::shared_ptr<NodeFdCache> node_fds;
+    // Seals node handles for clients (with node_fds only); null: no node handles offered.
+    std::shared_ptr<const HandleSeal> seal;
     ReplyCache::Options reply_cache;
     // How long a client's state outlives its last session (NFS's grace is 90 s too).
     absl::Duration reclaim_grace = absl::Seconds(90);

@@ -25,6 +25,10 @@ struct ServerConfig {
   uint32_t max_clients = 0;        // client states kept; 0 = from RLIMIT_NOFILE (DefaultMaxClients)
   uint32_t max_sessions_per_client = 256;  // connections of one client_id at a time
   uint32_t max_open_files_per_client = 0;  // 0 = from RLIMIT_NOFILE (DefaultMaxOpenFiles...)
+  // The key that seals node handles (handle_key.h). Empty: a random key for this process only
+  // (what tests use); ParseFlags sets kDefaultHandleKeyFile unless --handle-key is given.
+  std::string handle_key_file;
+  bool handle_key_explicit = false;  // from --handle-key: must work (no fallback)
   uint32_t idle_timeout_s = 900;   // close connections silent this long; 0 = never
   LogLevel log_level = LogLevel::kInfo;
 };

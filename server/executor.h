@@ -11,17 +11,32 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "server/attr.h"
+#include "common/node_handle.h"
 #include "server/client_registry.h"
+#include "server/handle_seal.h"
 #include "server/request.h"
 
 namespace ringfs::server {
 
+// The node-handle notifications of one request on a connection that negotiated them
+// (common/node_handle.h): the executor appends a sealed record for every node an entry reply
+// creates in the client's table; the worker sends them in one kNotifyNodeHandles frame before
+// the reply. Owned by the worker and cleared per request, so its capacity is reused.
+struct NodeHandleNotes {
+  const HandleSeal* seal = nullptr;  // REQUIRES: set
+  std::vector<wire::NodeHandleRecord> records;
+};
+
 // Who asks, for which client, with which cache lifetimes.
 struct OpContext {
   ClientState* client = nullptr;
+  // Set when the connection negotiated node handles (and the client's table keeps them); null
+  // otherwise: no notifications, and the reclaim opcodes get ENOSYS.
+  NodeHandleNotes* node_handles = nullptr;
   uint64_t nodeid = 0;
   uint32_t uid = 0;
   uint32_t gid = 0;
@@ -122,6 +137,9 @@ class Executor {
   // Directories (ops_dir.cc).
   absl::Status Run(const OpContext& ctx, const OpendirArgs& a, ReplyBody& body) const;
   absl::Status Run(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& body) const;
+  // Reclaim after a reconnect (ops_reclaim.cc).
+  absl::Status Run(const OpContext& ctx, const ReclaimNodesArgs& a, ReplyBody& body) const;
+  absl::Status Run(const OpContext& ctx, const ReopenHandlesArgs& a, ReplyBody& body) const;
 
   Options options_;
 };

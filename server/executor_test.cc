@@ -507,8 +507,9 @@ class StaleNodeTable final : public NodeTable {
     return inner_->Get(nodeid);
   }
   bool Contains(uint64_t nodeid) const override { return inner_->Contains(nodeid); }
-  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override {
-    return inner_->AddLookup(std::move(fd), st);
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
+                                     InodeHandle* new_handle = nullptr) override {
+    return inner_->AddLookup(std::move(fd), st, new_handle);
   }
   void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
   uint64_t LookupCount(uint64_t nodeid) const override { return inner_->LookupCount(nodeid); }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "server/admin_server.h"
+#include "server/handle_key.h"
 #include "server/server_metrics.h"
 
 namespace ringfs::server {
@@ -50,6 +51,7 @@ std::string_view Usage() {
          "                     [--node-fd-cache N] [--reclaim-grace SECONDS]\n"
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
          "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
+         "                     [--handle-key FILE]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -62,7 +64,10 @@ std::string_view Usage() {
          "  --idle-timeout   close a connection that sent nothing for this long and has\n"
          "                   nothing in flight (default 900; 0 = never)\n"
          "  --max-open-files-per-client  open files + directories of one mount; more opens\n"
-         "                   get ENFILE (default: a quarter of the fd limit)\n";
+         "                   get ENFILE (default: a quarter of the fd limit)\n"
+         "  --handle-key     key that seals node handles for reclaim after a restart; created\n"
+         "                   (0600) if missing; share it between servers of one export\n"
+         "                   (default /var/lib/ringfs/handle.key)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -79,6 +84,7 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
 absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
   ServerConfig config;
   config.workers = OnlineCpus();
+  config.handle_key_file = kDefaultHandleKeyFile;
   bool have_export = false, have_listen = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -143,6 +149,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto n = ParseCount(arg, value, 65536);
       if (!n.ok()) return n.status();
       config.max_sessions_per_client = *n;
+    } else if (arg == "--handle-key") {
+      if (value.empty()) return Bad("--handle-key wants a file name");
+      config.handle_key_file = value;
+      config.handle_key_explicit = true;
     } else if (arg == "--admin") {
       config.admin = value;
     } else if (arg == "--metrics") {

@@ -110,3 +110,21 @@ TEST(FlagsTest, TcpAdminNeedsTheTokenFile) {
 
 }  // namespace
 }  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+TEST(FlagsTest, HandleKeyDefaultsToVarLibAndMayBeGiven) {
+  auto defaults = Parse({"--export", "/tmp", "--listen", "127.0.0.1:0"});
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->handle_key_file, "/var/lib/ringfs/handle.key");
+  EXPECT_FALSE(defaults->handle_key_explicit);
+  auto given = Parse({"--export", "/tmp", "--listen", "127.0.0.1:0", "--handle-key", "/k/key"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->handle_key_file, "/k/key");
+  EXPECT_TRUE(given->handle_key_explicit);
+  EXPECT_FALSE(Parse({"--export", "/tmp", "--listen", "127.0.0.1:0", "--handle-key="}).ok());
+}
+
+}  // namespace
+}  // namespace ringfs::server

@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<HandleNodeTable>> HandleNodeTable::Create(
   ASSIGN_OR_RETURN(InodeHandle root_handle, HandleOf(root_fd.get()));
   ASSIGN_OR_RETURN(UniqueFd mount_fd, OpenMountFd(root_fd.get()));
   std::unique_ptr<HandleNodeTable> table(new HandleNodeTable(
-      std::move(mount_fd), root_st.st_dev, root_handle.mount_id, std::move(cache)));
+      std::move(mount_fd), root_st.st_dev, root_st.st_ino, root_handle.mount_id, std::move(cache)));
   Entry root;
   root.lookups = 1;
   root.dev = root_st.st_dev;
@@ -43,10 +43,11 @@ absl::StatusOr<std::unique_ptr<HandleNodeTable>> HandleNodeTable::Create(
   return table;
 }
 
-HandleNodeTable::HandleNodeTable(UniqueFd mount_fd, dev_t root_dev, int root_mount_id,
-                                 std::shared_ptr<NodeFdCache> cache)
+HandleNodeTable::HandleNodeTable(UniqueFd mount_fd, dev_t root_dev, ino_t root_ino,
+                                 int root_mount_id, std::shared_ptr<NodeFdCache> cache)
     : mount_fd_(std::move(mount_fd)),
       root_dev_(root_dev),
+      root_ino_(root_ino),
       root_mount_id_(root_mount_id),
       cache_(std::move(cache)) {}
 
@@ -115,7 +116,8 @@ absl::StatusOr<NodeRef> HandleNodeTable::Get(uint64_t nodeid) const {
   return node;
 }
 
-absl::StatusOr<EntryIds> HandleNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
+absl::StatusOr<EntryIds> HandleNodeTable::AddLookup(UniqueFd fd, const struct stat& st,
+                                                    InodeHandle* new_handle) {
   // Taken before the lock (syscalls). No handle, or one from another mount or st_dev: the node
   // is pinned (a handle from another mount still gives the generation).
   std::optional<InodeHandle> handle;
@@ -164,6 +166,7 @@ absl::StatusOr<EntryIds> HandleNodeTable::AddLookup(UniqueFd fd, const struct st
   entry.generation = generation;
   node = MakeNode(id, std::move(fd), entry.dev, entry.ino, entry.type);
   if (handle.has_value()) {
+    if (new_handle != nullptr) *new_handle = *handle;
     entry.handle = *std::move(handle);
     evicted = CacheLocked(entry, node);
   } else {
@@ -171,7 +174,54 @@ absl::StatusOr<EntryIds> HandleNodeTable::AddLookup(UniqueFd fd, const struct st
   }
   by_inode_[key] = id;
   by_id_.emplace(id, std::move(entry));
-  return EntryIds{id, generation};
+  return EntryIds{id, generation, /*created=*/true};
+}
+
+absl::Status HandleNodeTable::Adopt(uint64_t nodeid, uint64_t nlookup, InodeHandle handle,
+                                    UniqueFd fd, const struct stat& st) {
+  if (nodeid == fuse::kRootNodeId) {
+    if (st.st_dev == root_dev_ && st.st_ino == root_ino_) return absl::OkStatus();
+    return ErrnoError(ESTALE, "node 1 is the export root");
+  }
+  if (nlookup == 0) return ErrnoError(EINVAL, "reclaim with no lookups");
+  handle.mount_id = root_mount_id_;
+  const uint64_t generation = HandleGeneration(handle);
+  NodeRef node;     // both dropped after the lock, so no close() runs under it
+  NodeRef evicted;
+  absl::MutexLock lock(&mu_);
+  const InodeKey key{st.st_dev, st.st_ino};
+  if (auto it = by_id_.find(nodeid); it != by_id_.end()) {
+    Entry& entry = it->second;
+    const bool same_file = entry.pinned != nullptr
+                               ? entry.dev == st.st_dev && entry.ino == st.st_ino
+                               : entry.handle.SameFile(handle);
+    if (!same_file) return ErrnoError(ESTALE, "node id already names another file");
+    entry.lookups = nlookup;
+    return absl::OkStatus();
+  }
+  if (ids_.Passed(nodeid)) {
+    return ErrnoError(ESTALE, "node id belongs to this instance's own sequence");
+  }
+  if (auto it = by_inode_.find(key); it != by_inode_.end()) {
+    const Entry& other = by_id_.at(it->second);
+    // A node for an older file on a reused inode number is stale: the adopted id takes the key.
+    if (other.pinned != nullptr || other.handle.SameFile(handle)) {
+      return ErrnoError(ESTALE, "the file already has another node id");
+    }
+    by_inode_.erase(it);
+  }
+  Entry entry;
+  entry.lookups = nlookup;
+  entry.dev = st.st_dev;
+  entry.ino = st.st_ino;
+  entry.type = st.st_mode & S_IFMT;
+  entry.generation = generation;
+  entry.handle = std::move(handle);
+  node = MakeNode(nodeid, std::move(fd), entry.dev, entry.ino, entry.type);
+  evicted = CacheLocked(entry, node);
+  by_inode_[key] = nodeid;
+  by_id_.emplace(nodeid, std::move(entry));
+  return absl::OkStatus();
 }
 
 void HandleNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {

@@ -40,10 +40,34 @@ class HandleNodeTable final : public NodeTable {
 
   absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override;
   bool Contains(uint64_t nodeid) const override;
-  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override;
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
+                                     InodeHandle* new_handle = nullptr) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;
+
+  HandleNodeTable* AsHandleNodeTable() override { return this; }
+
+  // Reclaim (common/node_handle.h): makes `nodeid`, an id from another instance, name the file
+  // `fd` (an O_PATH fd of the file `handle` names, opened and checked by the caller) with
+  // `nlookup` lookups. ESTALE when this table could have handed `nodeid` out itself
+  // (IdSpace::Passed), when `nodeid` already names another file, or when the file already has
+  // another id here (one node per inode). When `nodeid` already names this file its count is
+  // set to `nlookup`, so a replayed batch is harmless. The root (1) succeeds for the export
+  // root only and is never counted. EINVAL for `nlookup` 0.
+  [[nodiscard]] absl::Status Adopt(uint64_t nodeid, uint64_t nlookup, InodeHandle handle,
+                                   UniqueFd fd, const struct stat& st);
+
+  // The export root as reclaim checks containment against it.
+  struct ExportRoot {
+    int mount_fd;  // for open_by_handle_at
+    dev_t dev;
+    ino_t ino;
+    int mount_id;
+  };
+  ExportRoot export_root() const {
+    return ExportRoot{mount_fd_.get(), root_dev_, root_ino_, root_mount_id_};
+  }
 
   // For tests: whether the node keeps its fd for life (false also for unknown ids).
   bool IsPinned(uint64_t nodeid) const;
@@ -61,7 +85,7 @@ class HandleNodeTable final : public NodeTable {
   };
   using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
 
-  HandleNodeTable(UniqueFd mount_fd, dev_t root_dev, int root_mount_id,
+  HandleNodeTable(UniqueFd mount_fd, dev_t root_dev, ino_t root_ino, int root_mount_id,
                   std::shared_ptr<NodeFdCache> cache);
   // Makes `node` the open node of `entry` and caches it. Returns what the cache pushed out, for
   // the caller to drop after unlocking.
@@ -71,6 +95,7 @@ class HandleNodeTable final : public NodeTable {
   // Nodes on another st_dev or mount than the root's are pinned: reopening them through the
   // root's mount would lose that mount's flags (read-only, nosuid, ...).
   const dev_t root_dev_;
+  const ino_t root_ino_;
   const int root_mount_id_;
   const std::shared_ptr<NodeFdCache> cache_;
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "proto/fuse_abi.h"
 #include "server/export_fs.h"
 #include "server/test_client.h"
 
@@ -332,6 +333,107 @@ TEST_F(HandleNodeTableTest, ConcurrentGetsLookupsAndForgets) {
   EXPECT_EQ(wrong.load(), 0);
   for (int i = 0; i < kFiles; ++i) EXPECT_EQ(table_->LookupCount(ids[i]), 1u);
   EXPECT_LE(cache_->size(), 4u);
+}
+
+}  // namespace
+}  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+// Reclaim: node ids of another instance (here another table on the same export) adopted for
+// the files their handles name.
+class AdoptTest : public HandleNodeTableTest {
+ protected:
+  void SetUp() override {
+    HandleNodeTableTest::SetUp();
+    struct stat st {};
+    ASSERT_EQ(fstat(root_.get(), &st), 0);
+    auto other = HandleNodeTable::Create(UniqueFd(dup(root_.get())), st, cache_);
+    ASSERT_TRUE(other.ok());
+    before_restart_ = *std::move(other);
+  }
+
+  // The id the older instance gave `name`.
+  uint64_t OldId(const std::string& name) {
+    auto fd = LookupBeneath(root_.get(), name);
+    EXPECT_TRUE(fd.ok());
+    auto st = StatFd(fd->get());
+    auto ids = before_restart_->AddLookup(*std::move(fd), *st);
+    EXPECT_TRUE(ids.ok());
+    return ids->nodeid;
+  }
+
+  absl::Status Adopt(uint64_t nodeid, const std::string& name, uint64_t nlookup = 1) {
+    auto fd = LookupBeneath(root_.get(), name);
+    if (!fd.ok()) return fd.status();
+    auto st = StatFd(fd->get());
+    auto handle = HandleOf(fd->get());
+    if (!handle.ok()) return handle.status();
+    return table_->Adopt(nodeid, nlookup, *std::move(handle), *std::move(fd), *st);
+  }
+
+  std::unique_ptr<HandleNodeTable> before_restart_;
+};
+
+TEST_F(AdoptTest, AdoptedIdNamesTheFileAndLaterLookupsFindIt) {
+  Touch("a", "content");
+  const uint64_t id = OldId("a");
+  ASSERT_TRUE(Adopt(id, "a", 3).ok());
+  EXPECT_EQ(table_->LookupCount(id), 3u);
+  auto node = table_->Get(id);
+  ASSERT_TRUE(node.ok()) << node.status();
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.Join("a").c_str(), &st), 0);
+  EXPECT_EQ((*node)->ino, st.st_ino);
+  EXPECT_EQ(Lookup("a"), id) << "one node per inode: a LOOKUP finds the adopted id";
+  EXPECT_EQ(table_->LookupCount(id), 4u);
+}
+
+TEST_F(AdoptTest, ReplayedAdoptSetsTheCountAgain) {
+  Touch("a");
+  const uint64_t id = OldId("a");
+  ASSERT_TRUE(Adopt(id, "a", 2).ok());
+  ASSERT_TRUE(Adopt(id, "a", 2).ok());
+  EXPECT_EQ(table_->LookupCount(id), 2u);
+  EXPECT_EQ(table_->size(), 2u);  // root + a
+}
+
+TEST_F(AdoptTest, IdOfAnotherFileIsRefused) {
+  Touch("a");
+  Touch("b");
+  const uint64_t id = OldId("a");
+  ASSERT_TRUE(Adopt(id, "a").ok());
+  EXPECT_EQ(ToErrno(Adopt(id, "b")), ESTALE);
+  EXPECT_EQ(ToErrno(Adopt(Lookup("b"), "a")), ESTALE) << "an id of this table for another file";
+}
+
+TEST_F(AdoptTest, FileWithAnotherIdIsRefused) {
+  Touch("a");
+  const uint64_t here = Lookup("a");
+  EXPECT_EQ(ToErrno(Adopt(OldId("a"), "a")), ESTALE);
+  EXPECT_EQ(table_->LookupCount(here), 1u);
+}
+
+TEST_F(AdoptTest, IdThisTableCouldHaveHandedOutIsRefused) {
+  Touch("a");
+  Touch("b");
+  const uint64_t mine = Lookup("b");
+  table_->Forget(mine, 1);
+  // Forgotten here, so not in the table, but this table's sequence passed it.
+  EXPECT_EQ(ToErrno(Adopt(mine, "a")), ESTALE);
+}
+
+TEST_F(AdoptTest, RootAndZeroLookups) {
+  Touch("a");
+  struct stat st {};
+  ASSERT_EQ(fstat(root_.get(), &st), 0);
+  auto root_handle = HandleOf(root_.get());
+  ASSERT_TRUE(root_handle.ok());
+  EXPECT_TRUE(table_->Adopt(fuse::kRootNodeId, 1, *root_handle, UniqueFd(dup(root_.get())), st)
+                  .ok());
+  EXPECT_EQ(ToErrno(Adopt(fuse::kRootNodeId, "a")), ESTALE) << "node 1 is the export root";
+  EXPECT_EQ(ToErrno(Adopt(OldId("a"), "a", 0)), EINVAL);
 }
 
 }  // namespace

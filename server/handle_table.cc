@@ -6,13 +6,20 @@
 #include "common/status.h"
 
 namespace ringfs::server {
+namespace {
+
+absl::Status FullError(size_t open) {
+  return ErrnoError(ENFILE, absl::StrFormat("the client has %u open files and directories "
+                                            "(--max-open-files-per-client)",
+                                            open));
+}
+
+}  // namespace
 
 absl::Status HandleTable::CheckRoom() const {
   absl::MutexLock lock(&mu_);
   if (handles_.size() < max_handles_) return absl::OkStatus();
-  return ErrnoError(ENFILE, absl::StrFormat("the client has %u open files and directories "
-                                            "(--max-open-files-per-client)",
-                                            handles_.size()));
+  return FullError(handles_.size());
 }
 
 uint64_t HandleTable::Add(HandleRef handle) {
@@ -22,6 +29,23 @@ uint64_t HandleTable::Add(HandleRef handle) {
   });
   handles_[fh] = std::move(handle);
   return fh;
+}
+
+absl::Status HandleTable::Adopt(uint64_t fh, HandleRef handle) {
+  HandleRef dropped = std::move(handle);  // declared first: closed after the lock is released
+  absl::MutexLock lock(&mu_);
+  if (auto it = handles_.find(fh); it != handles_.end()) {
+    if (it->second->nodeid == dropped->nodeid && it->second->is_dir == dropped->is_dir) {
+      return absl::OkStatus();
+    }
+    return ErrnoError(ESTALE, "file handle already names another open file");
+  }
+  if (fh == 0 || ids_.Passed(fh)) {
+    return ErrnoError(ESTALE, "file handle belongs to this instance's own sequence");
+  }
+  if (handles_.size() >= max_handles_) return FullError(handles_.size());
+  handles_[fh] = std::move(dropped);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<HandleRef> HandleTable::Get(uint64_t fh) const {

@@ -54,6 +54,11 @@ class HandleTable {
   // worker (never unboundedly).
   [[nodiscard]] absl::Status CheckRoom() const;
   uint64_t Add(HandleRef handle);
+  // Reclaim (common/node_handle.h): registers `handle` under `fh`, an id from another instance.
+  // ESTALE when this table could have handed `fh` out itself (IdSpace::Passed) or `fh` names
+  // another open node; when `fh` already names an open handle of the same node and kind it is
+  // kept (a replayed batch is harmless) and `handle` is dropped. ENFILE as CheckRoom().
+  [[nodiscard]] absl::Status Adopt(uint64_t fh, HandleRef handle);
   // ESTALE for ids this table does not know (never handed out here, or released).
   absl::StatusOr<HandleRef> Get(uint64_t fh) const;
   absl::Status Remove(uint64_t fh);

@@ -70,3 +70,55 @@ TEST(HandleTableTest, AnotherInstancesFhAreUnknown) {
 
 }  // namespace
 }  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+HandleRef HandleOfNode(uint64_t nodeid, bool dir = false) {
+  return std::make_shared<Handle>(UniqueFd(), nodeid, dir);
+}
+
+// Reclaim: an fh from another instance is registered as it is; a replay is harmless.
+TEST(HandleTableTest, AdoptRegistersAnotherInstancesFhAndReplayIsHarmless) {
+  HandleTable before_restart, after_restart;
+  const uint64_t fh = before_restart.Add(HandleOfNode(7));
+  ASSERT_TRUE(after_restart.Adopt(fh, HandleOfNode(7)).ok());
+  auto got = after_restart.Get(fh);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)->nodeid, 7u);
+  HandleRef first = *got;
+  ASSERT_TRUE(after_restart.Adopt(fh, HandleOfNode(7)).ok());
+  EXPECT_EQ(after_restart.Get(fh).value(), first) << "the replay keeps the first handle";
+  EXPECT_EQ(after_restart.size(), 1u);
+  // Later fh of this instance never collide with it.
+  for (int i = 0; i < 1000; ++i) EXPECT_NE(after_restart.Add(HandleOfNode(8)), fh);
+}
+
+TEST(HandleTableTest, AdoptRefusesAnFhOfAnotherNodeOrKind) {
+  HandleTable before_restart, after_restart;
+  const uint64_t fh = before_restart.Add(HandleOfNode(7));
+  ASSERT_TRUE(after_restart.Adopt(fh, HandleOfNode(7)).ok());
+  EXPECT_EQ(ToErrno(after_restart.Adopt(fh, HandleOfNode(8))), ESTALE);
+  EXPECT_EQ(ToErrno(after_restart.Adopt(fh, HandleOfNode(7, /*dir=*/true))), ESTALE);
+}
+
+TEST(HandleTableTest, AdoptRefusesAnFhThisInstanceCouldHaveHandedOut) {
+  HandleTable table;
+  const uint64_t fh = table.Add(HandleOfNode(7));
+  ASSERT_TRUE(table.Remove(fh).ok());
+  // Released here: adopting it again could make it name another file than the kernel thinks.
+  EXPECT_EQ(ToErrno(table.Adopt(fh, HandleOfNode(7))), ESTALE);
+  EXPECT_EQ(ToErrno(table.Adopt(0, HandleOfNode(7))), ESTALE);
+}
+
+TEST(HandleTableTest, AdoptIsCappedLikeOpen) {
+  HandleTable before_restart;
+  HandleTable after_restart(/*max_handles=*/1);
+  const uint64_t a = before_restart.Add(HandleOfNode(7));
+  const uint64_t b = before_restart.Add(HandleOfNode(8));
+  ASSERT_TRUE(after_restart.Adopt(a, HandleOfNode(7)).ok());
+  EXPECT_EQ(ToErrno(after_restart.Adopt(b, HandleOfNode(8))), ENFILE);
+}
+
+}  // namespace
+}  // namespace ringfs::server

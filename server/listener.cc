@@ -199,6 +199,9 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
       reply.set_message(absl::StrFormat("cannot serve this client now: %s", lease.status().message()));
     }
   }
+  // Only where the client's table keeps nodes by handle (not PathNodeTable) and a key seals them.
+  reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
+                         client->seal != nullptr);
   absl::Status sent = wire::SendHandshake(fd.get(), reply);
   if (reply.result() != wire::ServerHello::OK) {
     if (reply.result() == wire::ServerHello::AUTH_FAILED) {
@@ -229,6 +232,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.max_frame_bytes = reply.max_frame_bytes();
   setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
   setup.dir_attrs = reply.dir_attrs();
+  setup.node_handles = reply.node_handles();
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

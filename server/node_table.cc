@@ -42,7 +42,8 @@ std::optional<EntryIds> PathNodeTable::CountKnownLocked(const InodeKey& key) {
   return EntryIds{it->second, entry.generation};
 }
 
-absl::StatusOr<EntryIds> PathNodeTable::AddLookup(UniqueFd fd, const struct stat& st) {
+absl::StatusOr<EntryIds> PathNodeTable::AddLookup(UniqueFd fd, const struct stat& st,
+                                                  InodeHandle* /*new_handle*/) {
   const InodeKey key{st.st_dev, st.st_ino};
   {
     absl::MutexLock lock(&mu_);
@@ -64,7 +65,7 @@ absl::StatusOr<EntryIds> PathNodeTable::AddLookup(UniqueFd fd, const struct stat
   const uint64_t id = node->id;
   by_inode_[key] = id;
   by_id_[id] = Entry{std::move(node), 1, generation};
-  return EntryIds{id, generation};
+  return EntryIds{id, generation, /*created=*/true};
 }
 
 void PathNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {

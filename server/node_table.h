@@ -47,7 +47,11 @@ using NodeRef = std::shared_ptr<const Node>;
 struct EntryIds {
   uint64_t nodeid = 0;
   uint64_t generation = 0;
+  bool created = false;  // this AddLookup made the node (the client learns a new id)
 };
+
+struct InodeHandle;
+class HandleNodeTable;
 
 class NodeTable {
  public:
@@ -64,12 +68,18 @@ class NodeTable {
   // Adds one lookup to the node for (st.st_dev, st.st_ino), creating it from `fd` (an O_PATH fd
   // of that file) if it is new; an already known node keeps its own fd, or adopts `fd` if it has
   // none open; otherwise `fd` is closed. Returns the node id and the file's generation. The root
-  // is returned as 1 and is not counted.
-  virtual absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) = 0;
+  // is returned as 1 and is not counted. `new_handle`, when given, receives a copy of the
+  // node's kernel handle if this call created a node that is kept by handle (else it is left
+  // alone): what the node-handle notification seals (common/node_handle.h).
+  virtual absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
+                                             InodeHandle* new_handle = nullptr) = 0;
 
   // Subtracts `nlookup` lookups; the node is dropped (fd closed once unused) at zero. Unknown ids
   // and the root are ignored.
   virtual void Forget(uint64_t nodeid, uint64_t nlookup) = 0;
+
+  // The table as a HandleNodeTable (nodes by kernel handle, reclaimable), or null.
+  virtual HandleNodeTable* AsHandleNodeTable() { return nullptr; }
 
   // For tests and logs.
   virtual uint64_t LookupCount(uint64_t nodeid) const = 0;
@@ -88,7 +98,8 @@ class PathNodeTable final : public NodeTable {
 
   absl::StatusOr<NodeRef> Get(uint64_t nodeid) const override;
   bool Contains(uint64_t nodeid) const override;
-  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st) override;
+  absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
+                                     InodeHandle* new_handle = nullptr) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;

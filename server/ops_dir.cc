@@ -70,7 +70,7 @@ fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
   if (!fd.ok()) return out;
   auto st = StatFd(fd->get());
   if (!st.ok()) return out;
-  auto ids = ctx.client->nodes->AddLookup(*std::move(fd), *st);
+  auto ids = AddNode(ctx, *std::move(fd), *st);
   if (!ids.ok()) return out;
   return ToEntryOut(ids->nodeid, ids->generation, *st, ctx.times);
 }
@@ -79,9 +79,8 @@ fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
 
 absl::Status Executor::Run(const OpContext& ctx, const OpendirArgs&, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
-  if (node->type != S_IFDIR) return ErrnoError(ENOTDIR, "opendir of a non-directory");
   RETURN_IF_ERROR(ctx.client->handles.CheckRoom());
-  ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), O_RDONLY | O_DIRECTORY));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenNode(*node, /*directory=*/true, 0));
   fuse_open_out out{};
   out.fh = ctx.client->handles.Add(std::make_shared<Handle>(std::move(fd), node->id, true));
   body.Put(out);

@@ -27,7 +27,7 @@ absl::Status FinishCreate(const OpContext& ctx, int parent_fd, std::string_view 
     return owned;
   }
   ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-  ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(fd), st));
+  ASSIGN_OR_RETURN(EntryIds ids, AddNode(ctx, std::move(fd), st));
   body.Put(ToEntryOut(ids.nodeid, ids.generation, st, ctx.times));
   return absl::OkStatus();
 }

@@ -21,21 +21,6 @@ namespace {
 // is not held up by one huge copy.
 constexpr uint64_t kMaxCopyChunk = 64ull << 20;
 
-absl::Status CheckOpenable(const Node& node) {
-  switch (node.type) {
-    case S_IFREG:
-      return absl::OkStatus();
-    case S_IFDIR:
-      return ErrnoError(EISDIR, "open of a directory");
-    case S_IFLNK:
-      return ErrnoError(ELOOP, "open of a symlink");
-    default:
-      // FIFOs, sockets and devices are opened by the kernel itself, never through FUSE; opening
-      // a FIFO here could block the worker.
-      return ErrnoError(ENXIO, "open of a special file");
-  }
-}
-
 absl::StatusOr<HandleRef> FileHandle(const OpContext& ctx, uint64_t fh) {
   ASSIGN_OR_RETURN(HandleRef handle, GetHandle(ctx, fh));
   if (handle->is_dir) return ErrnoError(EISDIR, "file operation on a directory handle");
@@ -95,8 +80,7 @@ Outcome FloorRead(const Handle& handle, const ReadArgs& a, ReplyBody& body) {
 absl::Status Executor::Run(const OpContext& ctx, const OpenArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
   RETURN_IF_ERROR(ctx.client->handles.CheckRoom());
-  RETURN_IF_ERROR(CheckOpenable(*node));
-  ASSIGN_OR_RETURN(UniqueFd fd, Reopen(node->fd.get(), static_cast<int>(a.flags)));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenNode(*node, /*directory=*/false, static_cast<int>(a.flags)));
   if (a.open_flags & FUSE_OPEN_KILL_SUIDGID) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
   fuse_open_out out{};
   out.fh = ctx.client->handles.Add(std::make_shared<Handle>(std::move(fd), node->id, false));
@@ -118,7 +102,7 @@ absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody&
     if (!created && (a.open_flags & FUSE_OPEN_KILL_SUIDGID)) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
     ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(fd.get()));
     ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-    ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(path_fd), st));
+    ASSIGN_OR_RETURN(EntryIds ids, AddNode(ctx, std::move(path_fd), st));
     return ToEntryOut(ids.nodeid, ids.generation, st, ctx.times);
   };
   absl::StatusOr<fuse_entry_out> entry = finish();

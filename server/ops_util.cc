@@ -36,13 +36,46 @@ absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {
   return ctx.client->handles.Get(fh);
 }
 
+absl::StatusOr<EntryIds> AddNode(const OpContext& ctx, UniqueFd fd, const struct stat& st) {
+  if (ctx.node_handles == nullptr) return ctx.client->nodes->AddLookup(std::move(fd), st);
+  InodeHandle handle;  // stays empty (no allocation) unless the node is new and has a handle
+  ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(fd), st, &handle));
+  if (ids.created) {
+    ctx.node_handles->records.push_back(
+        ctx.node_handles->seal->Seal(ids.nodeid, handle.bytes.empty() ? nullptr : &handle));
+  }
+  return ids;
+}
+
 absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,
                         ReplyBody& body) {
   ASSIGN_OR_RETURN(UniqueFd fd, LookupBeneath(parent_fd, name));
   ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-  ASSIGN_OR_RETURN(EntryIds ids, ctx.client->nodes->AddLookup(std::move(fd), st));
+  ASSIGN_OR_RETURN(EntryIds ids, AddNode(ctx, std::move(fd), st));
   body.Put(ToEntryOut(ids.nodeid, ids.generation, st, ctx.times));
   return absl::OkStatus();
+}
+
+absl::Status CheckOpenable(const Node& node) {
+  switch (node.type) {
+    case S_IFREG:
+      return absl::OkStatus();
+    case S_IFDIR:
+      return ErrnoError(EISDIR, "open of a directory");
+    case S_IFLNK:
+      return ErrnoError(ELOOP, "open of a symlink");
+    default:
+      return ErrnoError(ENXIO, "open of a special file");
+  }
+}
+
+absl::StatusOr<UniqueFd> OpenNode(const Node& node, bool directory, int flags) {
+  if (directory) {
+    if (node.type != S_IFDIR) return ErrnoError(ENOTDIR, "opendir of a non-directory");
+    return Reopen(node.fd.get(), O_RDONLY | O_DIRECTORY);
+  }
+  RETURN_IF_ERROR(CheckOpenable(node));
+  return Reopen(node.fd.get(), flags);
 }
 
 absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode) {

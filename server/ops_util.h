@@ -16,9 +16,22 @@ namespace ringfs::server {
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid);
 absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // ESTALE if unknown
 
+// ctx.client->nodes->AddLookup, and on a connection with node handles, a sealed record for the
+// caller's notification when the node is new to the client (common/node_handle.h).
+absl::StatusOr<EntryIds> AddNode(const OpContext& ctx, UniqueFd fd, const struct stat& st);
+
+// Opens `node` for I/O as OPEN (`flags`: the open(2) flags) or OPENDIR (`directory`; `flags`
+// unused) do: regular files only for OPEN (EISDIR, ELOOP, ENXIO otherwise: FIFOs, sockets and
+// devices are opened by the kernel itself, and opening a FIFO here could block the worker),
+// directories only for OPENDIR (ENOTDIR).
+absl::StatusOr<UniqueFd> OpenNode(const Node& node, bool directory, int flags);
+
 // Looks `name` up under `parent_fd`, adds one lookup to its node and writes fuse_entry_out.
 absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,
                         ReplyBody& body);
+
+// OPEN's check of a node's type (see OpenNode); also for CREATE's existing files.
+absl::Status CheckOpenable(const Node& node);
 
 // Gives a file the server just created (as root) to the caller: chown to uid/gid (gid unchanged
 // when the parent directory is setgid, so the inherited group stays), then restores the

@@ -238,6 +238,32 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
   }
 }
 
+// kOpReclaimNodes / kOpReopenHandles: a ReclaimBatch, then exactly `count` records of `Record`
+// (at most `max`). Anything else is a malformed batch: EINVAL for the whole frame.
+template <typename Args, typename Record>
+absl::StatusOr<RequestArgs> DecodeBatch(std::span<const char> body, uint32_t max,
+                                        uint32_t* count) {
+  if (body.size() < sizeof(wire::ReclaimBatch)) return ErrnoError(EINVAL, "reclaim batch truncated");
+  const auto batch = Load<wire::ReclaimBatch>(body.data());
+  if (batch.count > max) return ErrnoError(EINVAL, "reclaim batch above the per-frame maximum");
+  const size_t records = body.size() - sizeof(wire::ReclaimBatch);
+  if (size_t{batch.count} * sizeof(Record) != records) {
+    return ErrnoError(EINVAL, "reclaim batch count disagrees with the frame size");
+  }
+  *count = batch.count;
+  return Args{body.data() + sizeof(wire::ReclaimBatch), batch.count};
+}
+
+// The private reclaim opcodes, outside the FUSE table.
+absl::StatusOr<RequestArgs> DecodeReclaim(uint32_t opcode, std::span<const char> body,
+                                          uint32_t* count) {
+  if (opcode == wire::kOpReclaimNodes) {
+    return DecodeBatch<ReclaimNodesArgs, wire::ReclaimNodeRecord>(
+        body, wire::kMaxReclaimNodesPerFrame, count);
+  }
+  return DecodeBatch<ReopenHandlesArgs, wire::ReopenRecord>(body, wire::kMaxReopenPerFrame, count);
+}
+
 // The host takes offsets as off_t/loff_t, where a value above INT64_MAX is negative; io_uring
 // even reads or writes at the fd's current position for an offset of -1 (a READ at -1 answered
 // with data). Refused here as pread(2) refuses a negative offset. LSEEK is left to the host:
@@ -292,6 +318,14 @@ fuse_forget_one BatchForgetArgs::Entry(uint32_t i) const {
   return Load<fuse_forget_one>(entries + size_t{i} * sizeof(fuse_forget_one));
 }
 
+wire::ReclaimNodeRecord ReclaimNodesArgs::Record(uint32_t i) const {
+  return Load<wire::ReclaimNodeRecord>(records + size_t{i} * sizeof(wire::ReclaimNodeRecord));
+}
+
+wire::ReopenRecord ReopenHandlesArgs::Record(uint32_t i) const {
+  return Load<wire::ReopenRecord>(records + size_t{i} * sizeof(wire::ReopenRecord));
+}
+
 FrameHeader PeekHeader(std::span<const char> frame) {
   auto in = Load<fuse_in_header>(frame.data());
   return FrameHeader{in.len, in.opcode, in.unique};
@@ -314,6 +348,26 @@ absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason*
   if (header.len != frame.size()) return absl::DataLossError("header len differs from frame size");
   if (header.unique == 0) return absl::DataLossError("request with unique 0");
 
+  Request request;
+  request.opcode = header.opcode;
+  request.unique = header.unique;
+  request.nodeid = header.nodeid;
+  request.uid = header.uid;
+  request.gid = header.gid;
+  request.pid = header.pid;
+  request.expects_reply = !IsNoReplyOpcode(header.opcode);
+  if (header.opcode == wire::kOpReclaimNodes || header.opcode == wire::kOpReopenHandles) {
+    uint32_t count = 0;
+    absl::StatusOr<RequestArgs> batch =
+        DecodeReclaim(header.opcode, frame.subspan(sizeof(fuse_in_header)), &count);
+    if (!batch.ok()) {
+      *reason = RejectReason::kBadSize;
+      return batch.status();
+    }
+    request.reply_capacity = size_t{count} * sizeof(int32_t);  // one result per record
+    request.args = *std::move(batch);
+    return request;
+  }
   std::optional<fuse::OpInfo> op = fuse::LookupOp(header.opcode);
   if (!op || !op->forwarded) {
     *reason = op ? RejectReason::kUnsupportedOpcode : RejectReason::kUnknownOpcode;
@@ -346,14 +400,6 @@ absl::StatusOr<Request> DecodeRequest(std::span<const char> frame, RejectReason*
     return offsets;
   }
 
-  Request request;
-  request.opcode = header.opcode;
-  request.unique = header.unique;
-  request.nodeid = header.nodeid;
-  request.uid = header.uid;
-  request.gid = header.gid;
-  request.pid = header.pid;
-  request.expects_reply = !IsNoReplyOpcode(header.opcode);
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, body.data(), op->in_struct_size);
   request.reply_capacity = bounds.expected ? bounds.max : 0;
   if (header.opcode == FUSE_READLINK) request.reply_capacity = fuse::kMaxReadlinkReply + 1;

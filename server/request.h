@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/node_handle.h"
 #include "proto/fuse_abi.h"
 
 namespace ringfs::server {
@@ -87,6 +88,18 @@ struct CopyFileRangeArgs {
   uint64_t flags;
   bool wide;  // COPY_FILE_RANGE_64: reply CopyFileRangeOut instead of fuse_write_out
 };
+// The private reclaim opcodes (common/node_handle.h): `count` unaligned records; read with
+// Record(). The decoder checked that they fit the frame and the per-frame maximum.
+struct ReclaimNodesArgs {
+  const char* records;
+  uint32_t count;
+  wire::ReclaimNodeRecord Record(uint32_t i) const;
+};
+struct ReopenHandlesArgs {
+  const char* records;
+  uint32_t count;
+  wire::ReopenRecord Record(uint32_t i) const;
+};
 
 using RequestArgs =
     std::variant<LookupArgs, ForgetArgs, BatchForgetArgs, GetattrArgs, SetattrArgs, ReadlinkArgs,
@@ -94,7 +107,7 @@ using RequestArgs =
                  OpenArgs, OpendirArgs, ReadArgs, ReaddirArgs, WriteArgs, StatfsArgs, ReleaseArgs,
                  FsyncArgs, SetxattrArgs, GetxattrArgs, ListxattrArgs, RemovexattrArgs, FlushArgs,
                  AccessArgs, CreateArgs, InterruptArgs, FallocateArgs, LseekArgs,
-                 CopyFileRangeArgs>;
+                 CopyFileRangeArgs, ReclaimNodesArgs, ReopenHandlesArgs>;
 
 struct Request {
   uint32_t opcode = 0;

@@ -325,3 +325,54 @@ TEST(DecodeTest, XattrProbeCapacity) {
 
 }  // namespace
 }  // namespace ringfs::server
+
+namespace ringfs::server {
+namespace {
+
+std::string Batch(uint32_t count) { return testing::Bytes(wire::ReclaimBatch{count, 0}); }
+
+TEST(RequestReclaimTest, BatchesDecodeWithOneResultPerRecord) {
+  wire::ReclaimNodeRecord node{};
+  node.nlookup = 3;
+  node.handle.nodeid = 77;
+  auto nodes = DecodeRequest(testing::Frame(wire::kOpReclaimNodes, 1, 0,
+                                            Batch(2) + testing::Bytes(node) + testing::Bytes(node)));
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  const auto& args = std::get<ReclaimNodesArgs>(nodes->args);
+  ASSERT_EQ(args.count, 2u);
+  EXPECT_EQ(args.Record(1).handle.nodeid, 77u);
+  EXPECT_EQ(args.Record(1).nlookup, 3u);
+  EXPECT_EQ(nodes->reply_capacity, 2 * sizeof(int32_t));
+
+  wire::ReopenRecord reopen{.fh = 5, .nodeid = 77, .flags = 2, .directory = 0};
+  auto handles =
+      DecodeRequest(testing::Frame(wire::kOpReopenHandles, 2, 0, Batch(1) + testing::Bytes(reopen)));
+  ASSERT_TRUE(handles.ok()) << handles.status();
+  EXPECT_EQ(std::get<ReopenHandlesArgs>(handles->args).Record(0).fh, 5u);
+  auto empty = DecodeRequest(testing::Frame(wire::kOpReopenHandles, 3, 0, Batch(0)));
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->reply_capacity, 0u);
+}
+
+TEST(RequestReclaimTest, MalformedBatchesAreEinval) {
+  wire::ReopenRecord reopen{};
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"no batch header", testing::Frame(wire::kOpReopenHandles, 1, 0, "")},
+      {"count larger than the frame",
+       testing::Frame(wire::kOpReopenHandles, 1, 0, Batch(3) + testing::Bytes(reopen))},
+      {"count smaller than the frame",
+       testing::Frame(wire::kOpReopenHandles, 1, 0,
+                      Batch(0) + testing::Bytes(reopen))},
+      {"count above the per-frame maximum",
+       testing::Frame(wire::kOpReclaimNodes, 1, 0, Batch(wire::kMaxReclaimNodesPerFrame + 1))},
+      {"count overflowing 32 bits", testing::Frame(wire::kOpReclaimNodes, 1, 0, Batch(0xffffffffu))},
+  };
+  for (const auto& [what, frame] : cases) {
+    auto request = DecodeRequest(frame);
+    ASSERT_FALSE(request.ok()) << what;
+    EXPECT_EQ(ToErrno(request.status()), EINVAL) << what;
+  }
+}
+
+}  // namespace
+}  // namespace ringfs::server

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "server/handle_key.h"
 #include "server/id_space.h"
 #include "server/inode_handle.h"
 #include "server/node_fd_cache.h"
@@ -58,7 +59,7 @@ absl::Status Server::Start() {
   // Also proves getrandom works before any table draws its id key (IdSpace::RandomKey).
   ASSIGN_OR_RETURN(instance_id_, DrawInstanceId());
   RINGFS_LOG_INFO("instance id %016x", instance_id_);
-  ClientRegistry::Options registry_options = NodeTableOptions();
+  ASSIGN_OR_RETURN(ClientRegistry::Options registry_options, NodeTableOptions());
   registry_options.reclaim_grace = absl::Seconds(config_.reclaim_grace_s);
   registry_options.max_clients =
       config_.max_clients != 0 ? config_.max_clients : DefaultMaxClients();
@@ -144,8 +145,11 @@ void Server::ReapLoop() {
   }
 }
 
-ClientRegistry::Options Server::NodeTableOptions() const {
+absl::StatusOr<ClientRegistry::Options> Server::NodeTableOptions() const {
   ClientRegistry::Options options;
+  // First, so a bad --handle-key refuses to start whatever the export supports.
+  ASSIGN_OR_RETURN(std::string key,
+                   HandleKeyForServer(config_.handle_key_file, config_.handle_key_explicit));
   // Decided once: a probe on the export root shows whether nodes can be reopened by handle.
   if (absl::Status probe = ProbeInodeHandles(export_fd_.get()); !probe.ok()) {
     RINGFS_LOG_WARN("file handles unusable on the export (%s): one open fd per known node",
@@ -156,6 +160,8 @@ ClientRegistry::Options Server::NodeTableOptions() const {
       config_.node_fd_cache != 0 ? config_.node_fd_cache : DefaultNodeFdCacheCapacity();
   options.node_fds = std::make_shared<NodeFdCache>(capacity);
   RINGFS_LOG_INFO("nodes by file handle, at most %u node fds kept open", capacity);
+  ASSIGN_OR_RETURN(InodeHandle root, HandleOf(export_fd_.get()));
+  options.seal = std::make_shared<const HandleSeal>(std::move(key), std::move(root.bytes));
   return options;
 }
 

@@ -59,8 +59,9 @@ class Server final : public AdminBackend {
 
  private:
   uint64_t InflightTotal() const;
-  // How the client states keep their nodes (file handles or one fd each), logged once.
-  ClientRegistry::Options NodeTableOptions() const;
+  // How the client states keep their nodes (file handles or one fd each), logged once, and
+  // the seal of their node handles. Fails when --handle-key names an unusable key.
+  absl::StatusOr<ClientRegistry::Options> NodeTableOptions() const;
 
   // Frees client states whose grace period ended, until Stop().
   void ReapLoop();

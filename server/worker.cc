@@ -493,6 +493,11 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   ctx.gid = request->gid;
   ctx.pid = request->pid;
   ctx.times = c->setup.times;
+  if (c->setup.node_handles) {
+    node_notes_.seal = c->setup.client->seal.get();
+    node_notes_.records.clear();
+    ctx.node_handles = &node_notes_;
+  }
   ReplyCache* record = nullptr;
   if (request->expects_reply && ReplayFromCache(c, *request, frame, &record)) {
     pool_.Put(owned);
@@ -512,6 +517,10 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   ReplyBody body(reply->data.get() + kOutHeader, capacity);
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
+  // A failed request hands out no id: its new nodes are not announced.
+  if (ctx.node_handles != nullptr && !node_notes_.records.empty() && outcome.status.ok()) {
+    QueueNodeHandles(c);
+  }
   if (outcome.status.ok() && outcome.io.has_value()) {
     StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned, record);
     return;
@@ -718,6 +727,22 @@ void Worker::MaybeDestroy(Connection* c) {
   options_.sessions->Remove(c->setup.session_id);
   connections_.erase(c);
   connection_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::QueueNodeHandles(Connection* c) {
+  const size_t bytes = node_notes_.records.size() * sizeof(wire::NodeHandleRecord);
+  Buffer* frame = pool_.Get(kOutHeader + bytes);
+  fuse_out_header out{};
+  out.len = static_cast<uint32_t>(kOutHeader + bytes);
+  out.error = wire::kNotifyNodeHandles;
+  out.unique = 0;
+  std::memcpy(frame->data.get(), &out, sizeof(out));
+  std::memcpy(frame->data.get() + kOutHeader, node_notes_.records.data(), bytes);
+  frame->size = out.len;
+  node_notes_.records.clear();
+  // Counted like a reply: OnSend takes one off `inflight` for every buffer it sends.
+  SetInflight(c, c->inflight + 1);
+  QueueReply(c, frame);
 }
 
 void Worker::SetInflight(Connection* c, uint32_t inflight) {

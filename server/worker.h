@@ -46,6 +46,8 @@ struct ConnectionSetup {
   uint32_t max_frame_bytes = 0;
   CacheTimes times;
   bool dir_attrs = false;  // append post-op directory attributes (common/dir_attrs.h)
+  // Node-handle notifications and reclaim (common/node_handle.h). REQUIRES: client->seal set.
+  bool node_handles = false;
 };
 
 class Worker {
@@ -133,6 +135,8 @@ class Worker {
   void FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,
                    size_t body_size, uint32_t opcode, uint64_t start_ns,
                    ReplyCache* record = nullptr);
+  // Queues a kNotifyNodeHandles frame with node_notes_'s records (must precede the reply).
+  void QueueNodeHandles(Connection* c);
   void SetInflight(Connection* c, uint32_t inflight);
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
@@ -166,6 +170,7 @@ class Worker {
   const std::unique_ptr<WorkerStats> stats_ = std::make_unique<WorkerStats>();
   BufferPool pool_;
   Executor executor_;
+  NodeHandleNotes node_notes_;  // the running request's new nodes; reused for every request
   absl::flat_hash_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::vector<std::unique_ptr<IoRequest>> io_requests_;
   IoRequest* free_io_ = nullptr;
