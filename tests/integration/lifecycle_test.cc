@@ -3,6 +3,7 @@
 // requests, and failures at the edges: wrong token, no server, a mountpoint left dead by
 // kill -9 (detached and mounted again) beside a live mount or another file system's (left alone).
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <cctype>
 #include <cstring>
 #include <memory>
@@ -170,6 +172,90 @@ TEST_P(LifecycleTest, MountAfterKill9DetachesTheDeadMount) {
   EXPECT_TRUE(env_->Unmount());
   EXPECT_FALSE(IsMounted(dir));
 }
+
+// Issue 10: 20 mounts killed with -9 while they hold open files and directories leave nothing
+// at the server once the reclaim grace (3 s here) has passed: its open fds come back to where
+// they were with one mount doing the same work.
+// Every thread's state and kernel stack, for a process that does not die.
+std::string TaskStacks(pid_t pid) {
+  std::string out;
+  const std::string base = "/proc/" + std::to_string(pid) + "/task";
+  if (DIR* d = ::opendir(base.c_str())) {
+    while (dirent* entry = ::readdir(d)) {
+      if (entry->d_name[0] == '.') continue;
+      const std::string task = base + "/" + entry->d_name;
+      out += "== " + std::string(entry->d_name) + " " + ReadFileOrEmpty(task + "/comm") +
+             ReadFileOrEmpty(task + "/wchan") + "\n" + ReadFileOrEmpty(task + "/stack");
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+class KilledMountsTest : public MountedTest {
+ protected:
+  ServerOptions ServerOpts() const override {
+    ServerOptions s;
+    s.extra_args = {"--reclaim-grace", "3"};
+    return s;
+  }
+  size_t ServerFds() const {
+    const std::string dir = "/proc/" + std::to_string(env_->server_process()->pid()) + "/fd";
+    size_t n = 0;
+    if (DIR* d = ::opendir(dir.c_str())) {
+      while (dirent* entry = ::readdir(d)) n += entry->d_name[0] != '.';
+      ::closedir(d);
+    }
+    return n;
+  }
+  // Creates, opens and lists: the state a mount leaves at the server.
+  void Work(int i) {
+    const std::string dir = Mnt("dir" + std::to_string(i));
+    ASSERT_EQ(RINGFS_ERRNO(::mkdir(dir.c_str(), 0755)), 0);
+    ASSERT_EQ(WriteFile(dir + "/file", "x"), 0);
+    held_file_ = ::open((dir + "/file").c_str(), O_RDWR | O_CLOEXEC);
+    held_dir_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(held_file_, 0);
+    ASSERT_GE(held_dir_, 0);
+  }
+  void CloseHeld() {
+    ::close(held_file_);
+    ::close(held_dir_);
+  }
+  int held_file_ = -1, held_dir_ = -1;
+};
+
+TEST_P(KilledMountsTest, TwentyKilledMountsLeaveNoServerFdsAfterTheGrace) {
+  const std::string& dir = env_->mount_dir();
+  ASSERT_TRUE(env_->WaitMountServing());
+  Work(0);
+  if (HasFatalFailure()) return;
+  CloseHeld();
+  std::this_thread::sleep_for(milliseconds(300));
+  const size_t one_mount = ServerFds();
+  for (int i = 1; i <= 20; ++i) {
+    Work(i);
+    if (HasFatalFailure()) return;
+    env_->mount_process()->Signal(SIGKILL);
+    ASSERT_TRUE(env_->mount_process()->WaitExit(seconds(10)).has_value())
+        << "cycle " << i << ": the killed ringfs-mount is still there:\n"
+        << TaskStacks(env_->mount_process()->pid());
+    CloseHeld();
+    ASSERT_TRUE(WaitFor([&]() { return AnswersEnotconn(dir); }, seconds(10)));
+    ASSERT_TRUE(env_->Mount(Options()));
+    // Past its start-up probe (see the README's known gaps: a kill -9 inside that window can
+    // leave the process waiting on its own mount until the connection is aborted).
+    ASSERT_TRUE(env_->WaitMountServing());
+  }
+  const size_t after_kills = ServerFds();
+  size_t now = after_kills;
+  WaitFor([&]() { return (now = ServerFds()) <= one_mount; }, seconds(15));
+  std::cout << "server fds: " << one_mount << " with one mount, " << after_kills
+            << " right after 20 killed mounts, " << now << " after the grace\n";
+  EXPECT_LE(now, one_mount);
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(KilledMountsTest);
 
 TEST_P(LifecycleTest, ServerSigtermExitsZeroAfterUnmount) {
   ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
