@@ -20,27 +20,26 @@ std::string Batch(const std::vector<Record>& records, size_t first, uint32_t cou
 
 }  // namespace
 
-bool ReclaimRun::Next(Frame* frame) {
-  if (next_node_ < snapshot_.nodes.size()) {
-    uint32_t count = static_cast<uint32_t>(
-        std::min<size_t>(snapshot_.nodes.size() - next_node_, wire::kMaxReclaimNodesPerFrame));
-    frame->opcode = wire::kOpReclaimNodes;
-    frame->args = Batch(snapshot_.nodes, next_node_, count);
-    frame->records = count;
-    next_node_ += count;
-  } else if (next_file_ < snapshot_.files.size()) {
-    uint32_t count = static_cast<uint32_t>(
-        std::min<size_t>(snapshot_.files.size() - next_file_, wire::kMaxReopenPerFrame));
-    frame->opcode = wire::kOpReopenHandles;
-    frame->args = Batch(snapshot_.files, next_file_, count);
-    frame->records = count;
-    next_file_ += count;
-  } else {
-    return false;
-  }
-  last_opcode_ = frame->opcode;
-  last_records_ = frame->records;
+template <typename Record>
+bool ReclaimRun::TakeBatch(const std::vector<Record>& records, size_t* next, uint32_t max_count,
+                           uint32_t opcode, Frame* frame) {
+  if (*next >= records.size()) return false;
+  const uint32_t count = static_cast<uint32_t>(std::min<size_t>(records.size() - *next, max_count));
+  frame->opcode = opcode;
+  frame->args = Batch(records, *next, count);
+  frame->records = count;
+  *next += count;
+  last_opcode_ = opcode;
+  last_records_ = count;
   return true;
+}
+
+bool ReclaimRun::Next(Frame* frame) {
+  // Nodes first: a reopen names a node the new instance must know already.
+  return TakeBatch(snapshot_.nodes, &next_node_, wire::kMaxReclaimNodesPerFrame,
+                   wire::kOpReclaimNodes, frame) ||
+         TakeBatch(snapshot_.files, &next_file_, wire::kMaxReopenPerFrame,
+                   wire::kOpReopenHandles, frame);
 }
 
 void ReclaimRun::OnReply(int frame_error, const int32_t* results, size_t count) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "frontend/node_ledger.h"
 
@@ -42,6 +43,9 @@ class ReclaimRun {
 
  private:
   void Count(bool nodes, size_t failed, int error);
+  template <typename Record>
+  bool TakeBatch(const std::vector<Record>& records, size_t* next, uint32_t max_count,
+                 uint32_t opcode, Frame* frame);
 
   NodeLedger::Snapshot snapshot_;
   size_t next_node_ = 0;

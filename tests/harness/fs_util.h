@@ -98,4 +98,20 @@ inline std::string ErrnoName(int err) {
   return "errno " + std::to_string(err) + " (" + strerror(err) + ")";
 }
 
+// Descriptors a test keeps open (across a restart, say) and closes at the end of scope.
+class OpenFds {
+ public:
+  OpenFds() = default;
+  OpenFds(const OpenFds&) = delete;
+  OpenFds& operator=(const OpenFds&) = delete;
+  ~OpenFds() {
+    for (int fd : fds_) ::close(fd);
+  }
+  void Add(int fd) { fds_.push_back(fd); }
+  int operator[](size_t i) const { return fds_[i]; }
+
+ private:
+  std::vector<int> fds_;
+};
+
 }  // namespace ringfs::testing

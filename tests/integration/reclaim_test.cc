@@ -39,18 +39,6 @@ std::string Content(int i) {
   return s;
 }
 
-class Fds {
- public:
-  ~Fds() {
-    for (int fd : fds_) ::close(fd);
-  }
-  void Add(int fd) { fds_.push_back(fd); }
-  int operator[](size_t i) const { return fds_[i]; }
-
- private:
-  std::vector<int> fds_;
-};
-
 size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
@@ -128,14 +116,14 @@ class ReclaimTest : public MountedTest {
 };
 
 TEST_P(ReclaimTest, OpenFilesAndDirectoriesSurviveARestart) {
-  Fds files;
+  OpenFds files;
   for (int i = 0; i < kFiles; ++i) {
     int fd = ::open(Mnt("f" + std::to_string(i)).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << ErrnoName(errno);
     files.Add(fd);
     ASSERT_EQ(PwriteAll(fd, Content(i).data(), kContentBytes, 0), 0);
   }
-  Fds dirs;
+  OpenFds dirs;
   for (int i = 0; i < kDirs; ++i) {
     const std::string path = Mnt("d" + std::to_string(i));
     ASSERT_EQ(RINGFS_ERRNO(::mkdir(path.c_str(), 0755)), 0);
@@ -217,7 +205,7 @@ TEST_P(ReclaimTest, FailoverToTheSecondServerLosesNothing) {
   ASSERT_TRUE(env_->Unmount());
   ASSERT_TRUE(env_->Mount(Options(), env_->server_address() + "," + second));
   ASSERT_TRUE(env_->WaitMountServing());
-  Fds held;
+  OpenFds held;
   int fd = ::open(Mnt("held").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   held.Add(fd);

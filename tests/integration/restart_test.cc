@@ -58,18 +58,6 @@ int RetryWhileReconnecting(const std::function<int()>& attempt, bool also_eio = 
   }
 }
 
-class OpenFds {
- public:
-  ~OpenFds() {
-    for (int fd : fds_) ::close(fd);
-  }
-  void Add(int fd) { fds_.push_back(fd); }
-  int operator[](size_t i) const { return fds_[i]; }
-
- private:
-  std::vector<int> fds_;
-};
-
 bool IsStaleOrIo(int err) { return err == ESTALE || err == EIO; }
 
 class RestartTest : public MountedTest {
