@@ -354,7 +354,7 @@ TEST_F(ServerAdminProcessTest, TcpAdminRequiresTheToken) {
   // Without --token-file the server refuses to start a TCP admin service (usage error).
   std::optional<int> refused = ringfs::testing::RunCommand(
       {ringfs::testing::BinPath("ringfs-server"), "--export", env_->export_dir(), "--listen",
-       "127.0.0.1:0", "--admin", admin_address},
+       "127.0.0.1:0", "--admin", admin_address, "--handle-key", env_->base() + "/handle.key"},
       env_->base() + "/refused.log", std::chrono::seconds(10));
   ASSERT_TRUE(refused.has_value());
   EXPECT_TRUE(WIFEXITED(*refused) && WEXITSTATUS(*refused) == 2)

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <iostream>
 #include <map>
@@ -109,6 +110,12 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
     argv.push_back(std::to_string(options.workers));
   }
   argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
+  if (std::find(argv.begin(), argv.end(), "--handle-key") == argv.end()) {
+    // The test's own key, shared by every server of this deployment (restarts, failover),
+    // instead of the machine's default /var/lib/ringfs/handle.key.
+    argv.push_back("--handle-key");
+    argv.push_back(base_ + "/handle.key");
+  }
   ::unlink(ready_path.c_str());
   std::string error;
   server = ChildProcess::Spawn(argv, log_path, &error);

@@ -75,11 +75,6 @@ class ReclaimTest : public MountedTest {
     o.extra = {"hard"};
     return o;
   }
-  ServerOptions ServerOpts() const override {
-    ServerOptions s;
-    s.extra_args = {"--handle-key", env_->base() + "/handle.key"};
-    return s;
-  }
 
   // Kill -9 and start again with the same key; returns the seconds from the kill until a new
   // file could be created through the mount (which needs the state re-established first).
@@ -87,6 +82,7 @@ class ReclaimTest : public MountedTest {
     EXPECT_TRUE(env_->WaitMountServing());
     const auto killed = Clock::now();
     EXPECT_TRUE(env_->KillServer());
+    // The harness gives every server of the deployment the same --handle-key.
     EXPECT_TRUE(env_->RestartServer(ServerOpts()));
     const std::string probe = Mnt("probe" + std::to_string(cycle));
     int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
