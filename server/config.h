@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/wire.h"
+#include "server/export_options.h"
 
 namespace ringfs::server {
 
@@ -14,6 +15,7 @@ struct ServerConfig {
   std::string export_dir;          // directory served as node 1
   std::string listen;              // "HOST:PORT" or "unix:PATH"
   std::string token;               // shared secret; empty = no authentication
+  ExportOptions export_options;    // --export-options: what clients may do (export_options.h)
   uint32_t workers = 1;            // worker threads, each with one io_uring
   uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
   std::string ready_file;          // written with the bound address once listening

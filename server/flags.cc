@@ -51,7 +51,7 @@ std::string_view Usage() {
          "                     [--node-fd-cache N] [--reclaim-grace SECONDS]\n"
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
          "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
-         "                     [--handle-key FILE]\n"
+         "                     [--handle-key FILE] [--export-options OPTS]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -67,7 +67,10 @@ std::string_view Usage() {
          "                   get ENFILE (default: a quarter of the fd limit)\n"
          "  --handle-key     key that seals node handles for reclaim after a restart; created\n"
          "                   (0600) if missing; share it between servers of one export\n"
-         "                   (default /var/lib/ringfs/handle.key)\n";
+         "                   (default /var/lib/ringfs/handle.key)\n"
+         "  --export-options what clients may do, as in exports(5): ro|rw,\n"
+         "                   root_squash|no_root_squash|all_squash, anonuid=N, anongid=N\n"
+         "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -113,6 +116,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto token = ReadTokenFile(value);
       if (!token.ok()) return token.status();
       config.token = *std::move(token);
+    } else if (arg == "--export-options") {
+      auto options = ParseExportOptions(value);
+      if (!options.ok()) return Bad(absl::StrFormat("--export-options: %s", options.status().message()));
+      config.export_options = *options;
     } else if (arg == "--workers") {
       auto n = ParseCount(arg, value, 1024);
       if (!n.ok()) return n.status();

@@ -233,6 +233,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
+  setup.export_options = options_.export_options;
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

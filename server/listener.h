@@ -20,6 +20,7 @@
 #include "common/unique_fd.h"
 #include "proto/handshake.pb.h"
 #include "server/client_registry.h"
+#include "server/export_options.h"
 #include "server/worker.h"
 
 namespace ringfs::server {
@@ -32,6 +33,7 @@ class Listener {
     uint32_t max_inflight = wire::kDefaultMaxInflight;
     std::string server_id;
     uint64_t instance_id = 0;  // ServerHello.instance_id (id_space.h DrawInstanceId)
+    ExportOptions export_options;  // of every session (--export-options)
   };
   using Handoff = std::function<void(ConnectionSetup)>;
 

@@ -98,6 +98,7 @@ absl::Status Server::Start() {
   Listener::Options options;
   options.listen = config_.listen;
   options.token = config_.token;
+  options.export_options = config_.export_options;
   options.max_inflight = config_.max_inflight;
   options.server_id = server_id_;
   options.instance_id = instance_id_;

@@ -30,6 +30,7 @@
 #include "server/buffer_pool.h"
 #include "server/client_registry.h"
 #include "server/executor.h"
+#include "server/export_options.h"
 #include "server/server_stats.h"
 
 namespace ringfs::server {
@@ -48,6 +49,9 @@ struct ConnectionSetup {
   bool dir_attrs = false;  // append post-op directory attributes (common/dir_attrs.h)
   // Node-handle notifications and reclaim (common/node_handle.h). REQUIRES: client->seal set.
   bool node_handles = false;
+  // What this session's client may do (squash, ro): the client's entry in the clients file, or
+  // the server's --export-options.
+  ExportOptions export_options;
 };
 
 class Worker {
