@@ -276,7 +276,8 @@ start_server() {  # start_server NAME [extra flags]: sets SERVER_ADDR
   # failure, logged) it holds one fd per node the client knows, and 100,000 files in one
   # directory need more than the usual 1024-20000 descriptors: raise the limit where we can.
   (ulimit -n "$SERVER_NOFILE" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-   exec "$BIN/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$ready" "$@") \
+   exec "$BIN/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$ready" \
+     --export-options no_root_squash "$@") \
     > "$LOGS/$name.log" 2>&1 &
   PIDS+=($!)
   wait_for 15 file_nonempty "$ready" || die "$name did not become ready (see $LOGS/$name.log)"

@@ -84,7 +84,10 @@ fi
 rm -f "$READY" "$STATS"
 
 say "starting ringfs-server on 127.0.0.1 (log: $SERVER_LOG)"
+# no_root_squash: the demo runs as root on one machine and writes through the mount as root.
+# A cluster keeps the default, root_squash (README, "Who may do what").
 setsid "$BIN/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$READY" \
+  --export-options no_root_squash \
   </dev/null >"$SERVER_LOG" 2>&1 &
 echo $! > "$SERVER_PID"
 for _ in $(seq 100); do

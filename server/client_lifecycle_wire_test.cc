@@ -53,6 +53,8 @@ class LifecycleTest : public ::testing::Test {
                    uint32_t max_open_files = 0) {
     ServerConfig config;
     config.export_dir = export_.path();
+    // Root acts as root here: these tests are about the wire, not squashing (security_wire_test).
+    config.export_options.squash = ExportOptions::Squash::kNone;
     config.listen = "127.0.0.1:0";
     config.workers = 2;
     config.reclaim_grace_s = grace_s;

@@ -17,6 +17,8 @@
 #include "server/attr.h"
 #include "common/node_handle.h"
 #include "server/client_registry.h"
+#include "server/export_options.h"
+#include "server/group_cache.h"
 #include "server/handle_seal.h"
 #include "server/request.h"
 
@@ -34,6 +36,10 @@ struct NodeHandleNotes {
 // Who asks, for which client, with which cache lifetimes.
 struct OpContext {
   ClientState* client = nullptr;
+  // What the session's client may do. Set by the worker for every request: the request then
+  // runs as the caller (squashed as the options say) and `ro` answers EROFS to every change.
+  // Null (executor unit tests of op semantics): runs as the server itself, nothing refused.
+  const ExportOptions* export_options = nullptr;
   // Set when the connection negotiated node handles (and the client's table keeps them); null
   // otherwise: no notifications, and the reclaim opcodes get ENOSYS.
   NodeHandleNotes* node_handles = nullptr;
@@ -42,6 +48,9 @@ struct OpContext {
   uint32_t gid = 0;
   uint32_t pid = 0;
   CacheTimes times;
+  // Set by Execute: the caller was squashed to the anonymous identity, which never gets set-id
+  // bits (RequestedMode).
+  mutable bool anonymous = false;
 };
 
 // The body of a success reply, written in place into the reply buffer (after the out header).
@@ -89,6 +98,11 @@ class Executor {
     // size written, both without touching the file, so a benchmark shows what FUSE and the
     // network cost without storage. Every other request runs as usual.
     bool floor = false;
+    // Run each request with the caller's credentials (thread_creds.h): false when the process
+    // cannot (not root), and then every request runs as the server's own user.
+    bool act_as_callers = false;
+    // The callers' supplementary groups (--manage-gids); null: only the gid of the request.
+    GroupCache* groups = nullptr;
   };
 
   Executor() = default;
@@ -101,6 +115,11 @@ class Executor {
   static absl::Status CompleteIo(const AsyncIo& io, int result, ReplyBody& body);
 
  private:
+  // What the request may do before it runs: EROFS for a change on a read-only export; then the
+  // calling thread takes the caller's identity (for the requests whose permissions the
+  // export's kernel must check).
+  absl::Status Admit(const OpContext& ctx, const Request& request) const;
+
   // Entries (ops_entry.cc).
   absl::Status Run(const OpContext& ctx, const LookupArgs& a, ReplyBody& body) const;
   absl::Status Run(const OpContext& ctx, const ForgetArgs& a, ReplyBody& body) const;

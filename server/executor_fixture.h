@@ -2,6 +2,9 @@
 // through DecodeRequest + Executor (file I/O done synchronously with pread/pwrite/fsync).
 // The client state keeps its nodes by file handle with no fd cached, so every node an executor
 // uses is reopened by handle (RegistryOptions() changes that).
+// Requests run as their callers with no_root_squash (as root, the test's process switches to
+// the caller for each request and back afterwards); the export directory is 0777 so that any
+// caller may create in it.
 #pragma once
 
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include "server/client_registry.h"
 #include "server/executor.h"
 #include "server/request.h"
+#include "server/thread_creds.h"
 #include "server/test_client.h"
 
 namespace ringfs::server::testing {
@@ -33,6 +37,7 @@ struct ExecResult {
 class ExecutorFixture : public ::testing::Test {
  protected:
   void SetUp() override {
+    ASSERT_EQ(chmod(dir_.path().c_str(), 0777), 0);
     root_fd_.Reset(open(dir_.path().c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     ASSERT_TRUE(root_fd_.valid());
     registry_ = std::make_unique<ClientRegistry>(root_fd_.get(), RegistryOptions());
@@ -58,6 +63,7 @@ class ExecutorFixture : public ::testing::Test {
     }
     OpContext ctx;
     ctx.client = client_.get();
+    ctx.export_options = &export_options_;
     ctx.nodeid = request->nodeid;
     ctx.uid = request->uid;
     ctx.gid = request->gid;
@@ -82,6 +88,8 @@ class ExecutorFixture : public ::testing::Test {
       }
       status = Executor::CompleteIo(io, n < 0 ? -errno : static_cast<int>(n), body);
     }
+    // The test itself goes on as root.
+    if (CanActAsCallers()) ActAsServer();
     result.error = ToErrno(status);
     if (status.ok()) result.body.assign(buffer.data(), body.size());
     return result;
@@ -97,7 +105,8 @@ class ExecutorFixture : public ::testing::Test {
   UniqueFd root_fd_;
   std::unique_ptr<ClientRegistry> registry_;
   std::shared_ptr<ClientState> client_;
-  Executor executor_;
+  ExportOptions export_options_{.squash = ExportOptions::Squash::kNone};
+  Executor executor_{Executor::Options{.act_as_callers = CanActAsCallers()}};
   uint64_t unique_ = 0;
 };
 

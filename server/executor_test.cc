@@ -78,13 +78,15 @@ TEST_P(ExecutorTest, CreateOwnershipAndExclusive) {
   struct stat st = Stat("f");
   EXPECT_EQ(st.st_uid, 1000u);
   EXPECT_EQ(st.st_gid, 1000u);
-  EXPECT_EQ(st.st_mode & 07777, 04755u) << "setuid bit restored after chown";
+  EXPECT_EQ(st.st_mode & 07777, 04755u) << "an owner keeps the setuid bit it asked for";
   fuse_create_in in{};
   in.flags = O_RDWR | O_CREAT | O_EXCL;
   in.mode = S_IFREG | 0600;
   EXPECT_EQ(Exec(FUSE_CREATE, 1, Bytes(in) + CName("f")).error, EEXIST);
-  // Without O_EXCL an existing file is opened, not re-owned.
+  // Without O_EXCL an existing file is opened, not re-owned, and only as its mode allows.
   in.flags = O_RDWR | O_CREAT;
+  EXPECT_EQ(Exec(FUSE_CREATE, 1, Bytes(in) + CName("f"), 2000, 2000).error, EACCES);
+  in.flags = O_RDONLY | O_CREAT;
   ExecResult r = Exec(FUSE_CREATE, 1, Bytes(in) + CName("f"), 2000, 2000);
   ASSERT_EQ(r.error, 0);
   EXPECT_EQ(r.As<fuse_entry_out>().nodeid, node);
@@ -93,9 +95,9 @@ TEST_P(ExecutorTest, CreateOwnershipAndExclusive) {
 }
 
 TEST_P(ExecutorTest, SetgidDirectoryKeepsGroup) {
-  ASSERT_EQ(mkdir(dir_.Join("g").c_str(), 02775), 0);
+  ASSERT_EQ(mkdir(dir_.Join("g").c_str(), 02777), 0);
   ASSERT_EQ(chown(dir_.Join("g").c_str(), 0, 4242), 0);
-  ASSERT_EQ(chmod(dir_.Join("g").c_str(), 02775), 0);
+  ASSERT_EQ(chmod(dir_.Join("g").c_str(), 02777), 0);
   uint64_t g = LookupId(1, "g");
   Create(g, "file", 0644, O_RDWR, 1000, 1000);
   EXPECT_EQ(Stat("g/file").st_uid, 1000u);
@@ -248,10 +250,15 @@ TEST_P(ExecutorTest, SymlinkReadlinkLinkMknod) {
   EXPECT_EQ(Stat("fifo").st_uid, 1000u);
   fuse_open_in open_in{};
   EXPECT_EQ(Exec(FUSE_OPEN, r.As<fuse_entry_out>().nodeid, Bytes(open_in)).error, ENXIO);
+  // Device nodes: for a root the export does not squash, as on the export itself; anyone else
+  // gets the export kernel's EPERM.
   fuse_mknod_in chr{};
   chr.mode = S_IFCHR | 0600;
   chr.rdev = makedev(1, 3);
-  EXPECT_EQ(Exec(FUSE_MKNOD, 1, Bytes(chr) + CName("null")).error, EPERM);
+  EXPECT_EQ(Exec(FUSE_MKNOD, 1, Bytes(chr) + CName("usernull"), 1000, 1000).error, EPERM);
+  ASSERT_EQ(Exec(FUSE_MKNOD, 1, Bytes(chr) + CName("null")).error, 0);
+  EXPECT_TRUE(S_ISCHR(Stat("null").st_mode));
+  EXPECT_EQ(Stat("null").st_rdev, makedev(1, 3));
   EXPECT_EQ(Exec(FUSE_SYMLINK, 1, CName("l") + CName("x")).error, EEXIST);
 }
 

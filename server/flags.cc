@@ -52,6 +52,7 @@ std::string_view Usage() {
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
          "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
          "                     [--handle-key FILE] [--export-options OPTS]\n"
+         "                     [--no-manage-gids]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -70,7 +71,9 @@ std::string_view Usage() {
          "                   (default /var/lib/ringfs/handle.key)\n"
          "  --export-options what clients may do, as in exports(5): ro|rw,\n"
          "                   root_squash|no_root_squash|all_squash, anonuid=N, anongid=N\n"
-         "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n";
+         "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n"
+         "  --no-manage-gids a caller's groups are only the gid of its request, not the\n"
+         "                   supplementary groups this server's user database gives its uid\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -96,6 +99,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
     if (arg.rfind("--", 0) != 0) return Bad(absl::StrFormat("unexpected argument '%s'", arg));
     if (arg == "--floor") {
       config.floor = true;
+      continue;
+    }
+    if (arg == "--no-manage-gids") {
+      config.manage_gids = false;
       continue;
     }
     if (eq != std::string::npos) {

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "server/export_fs.h"
+#include "server/thread_creds.h"
 
 namespace ringfs::server {
 namespace {
@@ -41,6 +42,9 @@ absl::StatusOr<UniqueFd> OpenByHandle(int mount_fd, const InodeHandle& handle) {
   buffer.header.handle_type = handle.type;
   buffer.header.handle_bytes = static_cast<unsigned int>(handle.bytes.size());
   std::memcpy(buffer.header.f_handle, handle.bytes.data(), handle.bytes.size());
+  // open_by_handle_at needs CAP_DAC_READ_SEARCH, which a thread acting as a caller has dropped;
+  // reopening a node the client already holds is not the caller's permission to check.
+  ServerCredsScope as_server;
   for (;;) {
     int fd = open_by_handle_at(mount_fd, &buffer.header, O_PATH | O_CLOEXEC);
     if (fd >= 0) return UniqueFd(fd);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -90,7 +91,9 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
   }
   if (in.valid & FATTR_MODE) {
     if (type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
-    if (chmod(path.c_str(), in.mode & 07777) != 0) return ErrnoError(errno, "chmod");
+    if (chmod(path.c_str(), RequestedMode(ctx, in.mode & 07777)) != 0) {
+      return ErrnoError(errno, "chmod");
+    }
   } else if ((in.valid & FATTR_KILL_SUIDGID) && type == S_IFREG) {
     RETURN_IF_ERROR(KillSuidSgid(fd));
   }
@@ -136,26 +139,16 @@ absl::Status Executor::Run(const OpContext& ctx, const StatfsArgs&, ReplyBody& b
   return absl::OkStatus();
 }
 
-// The mount uses default_permissions, so the kernel normally checks access itself; this answers
-// the same way for a caller that asks anyway (owner/group/other bits, root may do anything but
-// execute a file without any x bit). Supplementary groups are not known on the wire.
+// The mount uses default_permissions, so the kernel normally checks access itself; a caller that
+// asks anyway gets the export's own answer: the thread runs as the caller (thread_creds.h), and
+// AT_EACCESS makes the check use those credentials, supplementary groups and ACLs included.
 absl::Status Executor::Run(const OpContext& ctx, const AccessArgs& a, ReplyBody&) const {
   ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
-  ASSIGN_OR_RETURN(struct stat st, StatFd(node->fd.get()));
-  uint32_t want = a.mask & 7;
+  const int want = static_cast<int>(a.mask & (R_OK | W_OK | X_OK));
   if (want == 0) return absl::OkStatus();
-  if (ctx.uid == 0) {
-    bool any_x = (st.st_mode & 0111) != 0 || S_ISDIR(st.st_mode);
-    if ((want & X_OK) && !any_x) return ErrnoError(EACCES, "access");
-    return absl::OkStatus();
+  if (syscall(SYS_faccessat2, node->fd.get(), "", want, AT_EACCESS | AT_EMPTY_PATH) != 0) {
+    return ErrnoError(errno, "access");
   }
-  uint32_t bits = st.st_mode & 7;
-  if (ctx.uid == st.st_uid) {
-    bits = (st.st_mode >> 6) & 7;
-  } else if (ctx.gid == st.st_gid) {
-    bits = (st.st_mode >> 3) & 7;
-  }
-  if ((want & ~bits) != 0) return ErrnoError(EACCES, "access");
   return absl::OkStatus();
 }
 

@@ -16,16 +16,11 @@
 namespace ringfs::server {
 namespace {
 
-// After creating `name` in `parent_fd`: hand it to the caller and reply with its entry.
+// After creating `name` in `parent_fd` (as the caller, so it is the caller's already): reply
+// with its entry.
 absl::Status FinishCreate(const OpContext& ctx, int parent_fd, std::string_view name,
-                          mode_t requested_mode, ReplyBody& body) {
+                          ReplyBody& body) {
   ASSIGN_OR_RETURN(UniqueFd fd, LookupBeneath(parent_fd, name));
-  absl::Status owned = GiveToCaller(ctx, parent_fd, fd.get(), requested_mode);
-  if (!owned.ok()) {
-    ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
-    unlinkat(parent_fd, NameBuffer(name).c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
-    return owned;
-  }
   ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
   ASSIGN_OR_RETURN(EntryIds ids, AddNode(ctx, std::move(fd), st));
   body.Put(ToEntryOut(ids.nodeid, ids.generation, st, ctx.times));
@@ -58,30 +53,33 @@ absl::Status Executor::Run(const OpContext& ctx, const SymlinkArgs& a, ReplyBody
   if (symlinkat(target.c_str(), parent->fd.get(), NameBuffer(a.name).c_str()) != 0) {
     return ErrnoError(errno, "symlinkat");
   }
-  return FinishCreate(ctx, parent->fd.get(), a.name, 0, body);
+  return FinishCreate(ctx, parent->fd.get(), a.name, body);
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const MknodArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
-  mode_t type = a.mode & S_IFMT;
-  // Device nodes would let a client reach hardware through the export: refused.
-  if (type == S_IFCHR || type == S_IFBLK) return ErrnoError(EPERM, "device nodes not allowed");
-  if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != 0) {
+  const mode_t type = a.mode & S_IFMT;
+  if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR &&
+      type != S_IFBLK && type != 0) {
     return ErrnoError(EINVAL, "bad mknod type");
   }
-  if (mknodat(parent->fd.get(), NameBuffer(a.name).c_str(), a.mode, 0) != 0) {
+  // Device nodes as NFS has them: created for a caller the export's kernel lets do it (a root
+  // that is not squashed; anyone else gets EPERM there). The client mount is nodev, so they
+  // are never opened as devices through it.
+  const bool device = type == S_IFCHR || type == S_IFBLK;
+  const mode_t mode = type | RequestedMode(ctx, a.mode & 07777);
+  if (mknodat(parent->fd.get(), NameBuffer(a.name).c_str(), mode, device ? a.rdev : 0) != 0) {
     return ErrnoError(errno, "mknodat");
   }
-  return FinishCreate(ctx, parent->fd.get(), a.name, a.mode, body);
+  return FinishCreate(ctx, parent->fd.get(), a.name, body);
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const MkdirArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
-  if (mkdirat(parent->fd.get(), NameBuffer(a.name).c_str(), a.mode & 07777) != 0) {
+  if (mkdirat(parent->fd.get(), NameBuffer(a.name).c_str(), RequestedMode(ctx, a.mode & 07777)) != 0) {
     return ErrnoError(errno, "mkdirat");
   }
-  // A directory's setgid bit comes from its parent (the kernel does that); nothing to restore.
-  return FinishCreate(ctx, parent->fd.get(), a.name, 0, body);
+  return FinishCreate(ctx, parent->fd.get(), a.name, body);
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const UnlinkArgs& a, ReplyBody&) const {

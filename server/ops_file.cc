@@ -94,10 +94,10 @@ absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody&
   RETURN_IF_ERROR(ctx.client->handles.CheckRoom());  // before the file exists: nothing to undo
   const int parent_fd = parent->fd.get();
   bool created = false;
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenOrCreate(parent_fd, a.name, static_cast<int>(a.flags), a.mode,
-                                             (a.flags & O_EXCL) != 0, &created));
+  ASSIGN_OR_RETURN(UniqueFd fd,
+                   OpenOrCreate(parent_fd, a.name, static_cast<int>(a.flags),
+                                RequestedMode(ctx, a.mode), (a.flags & O_EXCL) != 0, &created));
   auto finish = [&]() -> absl::StatusOr<fuse_entry_out> {
-    if (created) RETURN_IF_ERROR(GiveToCaller(ctx, parent_fd, fd.get(), a.mode));
     // An existing file truncated by O_TRUNC.
     if (!created && (a.open_flags & FUSE_OPEN_KILL_SUIDGID)) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
     ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(fd.get()));

@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "server/export_fs.h"
+#include "server/thread_creds.h"
 
 namespace ringfs::server {
 
@@ -78,21 +79,8 @@ absl::StatusOr<UniqueFd> OpenNode(const Node& node, bool directory, int flags) {
   return Reopen(node.fd.get(), flags);
 }
 
-absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode) {
-  ASSIGN_OR_RETURN(struct stat parent, StatFd(parent_fd));
-  gid_t gid = (parent.st_mode & S_ISGID) ? static_cast<gid_t>(-1) : ctx.gid;
-  if (fchownat(fd, "", ctx.uid, gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-    return ErrnoError(errno, "chown new file");
-  }
-  if (requested_mode & (S_ISUID | S_ISGID)) {
-    ASSIGN_OR_RETURN(struct stat st, StatFd(fd));
-    if (S_ISREG(st.st_mode) &&
-        (st.st_mode & (S_ISUID | S_ISGID)) != (requested_mode & (S_ISUID | S_ISGID))) {
-      std::string path = ProcFdPath(fd);
-      if (chmod(path.c_str(), requested_mode & 07777) != 0) return ErrnoError(errno, "chmod");
-    }
-  }
-  return absl::OkStatus();
+mode_t RequestedMode(const OpContext& ctx, mode_t mode) {
+  return ctx.anonymous ? (mode & ~static_cast<mode_t>(S_ISUID | S_ISGID)) : mode;
 }
 
 }  // namespace ringfs::server
@@ -106,6 +94,7 @@ absl::Status KillSuidSgid(int fd) {
   mode_t killed = mode & ~S_ISUID;
   if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
   if (killed == mode) return absl::OkStatus();
+  ServerCredsScope as_server;
   // Through our own /proc/self/fd link: works for O_PATH fds, where fchmod does not.
   if (chmod(ProcFdPath(fd).c_str(), killed) != 0) return ErrnoError(errno, "chmod (kill suid/sgid)");
   return absl::OkStatus();

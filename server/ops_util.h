@@ -33,15 +33,16 @@ absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view na
 // OPEN's check of a node's type (see OpenNode); also for CREATE's existing files.
 absl::Status CheckOpenable(const Node& node);
 
-// Gives a file the server just created (as root) to the caller: chown to uid/gid (gid unchanged
-// when the parent directory is setgid, so the inherited group stays), then restores the
-// setuid/setgid bits of `requested_mode` that chown cleared. `fd` is any fd of the new file.
-absl::Status GiveToCaller(const OpContext& ctx, int parent_fd, int fd, mode_t requested_mode);
+// The mode a create or chmod asks for, as the caller may have it: an anonymous (squashed)
+// caller never gets set-user-ID or set-group-ID bits. The kernel drops what else the caller may
+// not set (it runs as the caller, thread_creds.h).
+mode_t RequestedMode(const OpContext& ctx, mode_t mode);
 
 // What a write or truncate by a caller without CAP_FSETID does on a local filesystem: clears
 // set-user-ID, and set-group-ID when the file is group-executable. The kernel asks for it with
 // FUSE_WRITE_KILL_SUIDGID / FUSE_OPEN_KILL_SUIDGID / FATTR_KILL_SUIDGID (FUSE_HANDLE_KILLPRIV_V2);
-// the server itself writes as root, which the host never strips. File capabilities need nothing
+// the server may write with its own credentials, which the host never strips, and the caller
+// need not own the file (it runs with the server's credentials, ServerCredsScope). File capabilities need nothing
 // here: the host removes them on any write. `fd` is any fd of the file, O_PATH included.
 absl::Status KillSuidSgid(int fd);
 

@@ -54,6 +54,8 @@ class ReclaimTest : public ::testing::Test {
     if (server_) server_->Stop();
     ServerConfig config;
     config.export_dir = export_.path();
+    // Root acts as root here: these tests are about the wire, not squashing (security_wire_test).
+    config.export_options.squash = ExportOptions::Squash::kNone;
     config.listen = "127.0.0.1:0";
     config.workers = 2;
     config.handle_key_file = key_file;

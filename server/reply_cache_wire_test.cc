@@ -36,6 +36,8 @@ class ReplayTest : public ::testing::Test {
   void StartServer() {
     ServerConfig config;
     config.export_dir = export_.path();
+    // Root acts as root here: these tests are about the wire, not squashing (security_wire_test).
+    config.export_options.squash = ExportOptions::Squash::kNone;
     config.listen = "127.0.0.1:0";
     config.workers = 2;  // a replay may land on another worker than the first execution
     server_ = std::make_unique<Server>(config);

@@ -17,6 +17,7 @@
 #include "server/id_space.h"
 #include "server/inode_handle.h"
 #include "server/node_fd_cache.h"
+#include "server/thread_creds.h"
 
 namespace ringfs::server {
 
@@ -74,11 +75,24 @@ absl::Status Server::Start() {
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
   reaper_ = std::thread([this] { ReapLoop(); });
+  const bool act_as_callers = CanActAsCallers();
+  if (config_.manage_gids) groups_ = std::make_unique<GroupCache>();
+  if (act_as_callers) {
+    RINGFS_LOG_INFO("requests run as their callers (%s; supplementary groups %s)",
+                    FormatExportOptions(config_.export_options),
+                    config_.manage_gids ? "from this server's user database" : "not used");
+  } else {
+    RINGFS_LOG_WARN("not running as root: every request runs as uid %u, whoever the caller; "
+                    "files are created as that user and only its permissions are checked",
+                    geteuid());
+  }
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
     options.index = i;
     options.floor = config_.floor;
+    options.act_as_callers = act_as_callers;
+    options.groups = groups_.get();
     options.sessions = &sessions_;
     options.idle_timeout = absl::Seconds(config_.idle_timeout_s);
     workers_.push_back(std::make_unique<Worker>(options));

@@ -20,6 +20,7 @@
 #include "server/admin_server.h"
 #include "server/admin_service.h"
 #include "server/client_registry.h"
+#include "server/group_cache.h"
 #include "server/config.h"
 #include "server/listener.h"
 #include "server/server_metrics.h"
@@ -71,6 +72,7 @@ class Server final : public AdminBackend {
   uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
+  std::unique_ptr<GroupCache> groups_;  // null with --no-manage-gids
   std::thread reaper_;
   absl::Notification stop_reaper_;
   SessionTable sessions_;

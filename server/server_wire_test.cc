@@ -32,6 +32,10 @@ class WireTest : public ::testing::Test {
                    bool floor = false) {
     ServerConfig config;
     config.export_dir = export_.path();
+    // Requests run as their callers: some tests create as other uids in the export's root.
+    ::chmod(export_.path().c_str(), 0777);
+    // Root acts as root here: these tests are about the wire, not squashing (security_wire_test).
+    config.export_options.squash = ExportOptions::Squash::kNone;
     config.listen = std::move(listen);
     config.token = token;
     config.workers = 2;

@@ -94,7 +94,10 @@ struct Worker::IoRequest {
 };
 
 Worker::Worker(Options options)
-    : options_(options), executor_(Executor::Options{.floor = options.floor}) {}
+    : options_(options),
+      executor_(Executor::Options{.floor = options.floor,
+                                  .act_as_callers = options.act_as_callers,
+                                  .groups = options.groups}) {}
 
 Worker::~Worker() { Stop(); }
 
@@ -113,6 +116,14 @@ absl::Status Worker::Start() {
   }
   if (rc < 0) return ErrnoError(-rc, "io_uring_queue_init");
   ring_ready_ = true;
+  if (options_.act_as_callers) {
+    // File I/O runs with the credentials of this (starting, root) thread, whatever caller the
+    // worker acts as when it submits: permission was checked at OPEN, and which set-id bits a
+    // write clears is decided by the kernel's KILL_SUIDGID flags, not by io-wq's credentials.
+    rc = io_uring_register_personality(&ring_);
+    if (rc < 0) return ErrnoError(-rc, "io_uring_register_personality");
+    io_personality_ = static_cast<uint16_t>(rc);
+  }
   mailbox_tag_ = std::make_unique<Tag>(Tag{TagKind::kMailbox, this});
   idle_tag_ = std::make_unique<Tag>(Tag{TagKind::kIdleTimer, this});
   started_ = true;
@@ -488,6 +499,7 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   }
   OpContext ctx;
   ctx.client = c->setup.client.get();
+  ctx.export_options = &c->setup.export_options;
   ctx.nodeid = request->nodeid;
   ctx.uid = request->uid;
   ctx.gid = request->gid;
@@ -601,6 +613,7 @@ void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, A
       io_uring_prep_fsync(sqe, fd, r->io.datasync ? IORING_FSYNC_DATASYNC : 0);
       break;
   }
+  sqe->personality = io_personality_;
   io_uring_sqe_set_data(sqe, &r->tag);
   ++c->pending_io;
 }

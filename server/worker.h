@@ -61,6 +61,9 @@ class Worker {
     size_t staging_bytes = 256 * 1024;  // per-connection receive buffer
     unsigned ring_entries = 256;
     bool floor = false;  // Executor::Options::floor
+    // Executor::Options::act_as_callers and ::groups (GroupCache outlives the worker).
+    bool act_as_callers = false;
+    GroupCache* groups = nullptr;
     SessionTable* sessions = nullptr;  // REQUIRES: set; outlives the worker
     // A connection that has sent nothing for this long while nothing of it is in flight is
     // closed (the client reconnects when it has work again). Zero: never.
@@ -165,6 +168,7 @@ class Worker {
   // Worker-thread state.
   io_uring ring_{};
   bool ring_ready_ = false;
+  uint16_t io_personality_ = 0;  // the starting thread's credentials for file I/O; 0: the submitter's
   std::unique_ptr<Tag> mailbox_tag_;
   uint64_t mailbox_value_ = 0;
   std::unique_ptr<Tag> idle_tag_;

@@ -82,6 +82,7 @@ fio --name=prepare --filename="$EXPORT/data" --rw=write --bs=1M --size="${SIZE_M
 sync
 
 "$BIN/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$WORK/ready" \
+  --export-options no_root_squash \
   --log-level warn </dev/null >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/ready" ] && break; sleep 0.1; done

@@ -35,6 +35,7 @@ trap cleanup EXIT INT TERM
 
 echo 1 > /sys/module/fuse/parameters/enable_uring
 "$bin/ringfs-server" --export "$work/export" --listen 127.0.0.1:0 --ready-file "$work/ready" \
+  --export-options no_root_squash \
   --log-level warn 2>"$work/server.log" &
 server_pid=$!
 for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.05; done

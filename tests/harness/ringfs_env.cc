@@ -105,6 +105,10 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
     argv.push_back("--token-file");
     argv.push_back(options.token_file);
   }
+  if (!options.export_options.empty()) {
+    argv.push_back("--export-options");
+    argv.push_back(options.export_options);
+  }
   if (options.workers > 0) {
     argv.push_back("--workers");
     argv.push_back(std::to_string(options.workers));
