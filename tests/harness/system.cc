@@ -213,6 +213,12 @@ std::optional<uint64_t> StatNumber(const Stats& stats, const std::string& key) {
 
 std::string RunAsUser(uid_t uid, gid_t gid, const std::function<std::string()>& fn,
                       std::chrono::seconds timeout) {
+  return RunAsUserWithGroups(uid, gid, {}, fn, timeout);
+}
+
+std::string RunAsUserWithGroups(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+                                const std::function<std::string()>& fn,
+                                std::chrono::seconds timeout) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return std::string("pipe: ") + strerror(errno);
   pid_t pid = ::fork();
@@ -220,7 +226,8 @@ std::string RunAsUser(uid_t uid, gid_t gid, const std::function<std::string()>& 
   if (pid == 0) {
     ::close(fds[0]);
     std::string result;
-    if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) {
+    if (::setgroups(groups.size(), groups.data()) != 0 || ::setgid(gid) != 0 ||
+        ::setuid(uid) != 0) {
       result = std::string("dropping privileges: ") + strerror(errno);
     } else if (::geteuid() != uid || ::getegid() != gid) {
       result = "privileges not dropped";

@@ -55,6 +55,10 @@ std::optional<uint64_t> StatNumber(const Stats& stats, const std::string& key);
 // and returns the child's message or how it failed. fn must not use gtest assertions.
 std::string RunAsUser(uid_t uid, gid_t gid, const std::function<std::string()>& fn,
                       std::chrono::seconds timeout = std::chrono::seconds(60));
+// The same with supplementary `groups`.
+std::string RunAsUserWithGroups(uid_t uid, gid_t gid, const std::vector<gid_t>& groups,
+                                const std::function<std::string()>& fn,
+                                std::chrono::seconds timeout = std::chrono::seconds(60));
 
 // A TCP port on 127.0.0.1 that nothing listens on right now.
 int UnusedLoopbackPort();
