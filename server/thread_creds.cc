@@ -29,10 +29,20 @@ int Capget(__user_cap_data_struct (&data)[2]) {
   return static_cast<int>(syscall(SYS_capget, &header, data));
 }
 
+// The permitted set never changes while the server runs: read once per thread.
 int SetEffective(bool all_permitted) {
+  thread_local __user_cap_data_struct permitted[2]{};
+  thread_local bool known = false;
+  if (!known) {
+    if (Capget(permitted) != 0) return -1;
+    known = true;
+  }
   __user_cap_data_struct data[2]{};
-  if (Capget(data) != 0) return -1;
-  for (auto& d : data) d.effective = all_permitted ? d.permitted : 0;
+  for (int i = 0; i < 2; ++i) {
+    data[i].permitted = permitted[i].permitted;
+    data[i].inheritable = permitted[i].inheritable;
+    data[i].effective = all_permitted ? permitted[i].permitted : 0;
+  }
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   return static_cast<int>(syscall(SYS_capset, &header, data));
 }
@@ -72,13 +82,12 @@ absl::Status ActAs(const CallerIdentity& who) {
   }
   const bool root = who.uid == 0;
   ++state.switches;
-  if (BecomeRoot() != 0) {
-    int err = errno;
-    state = ThreadState{.switches = state.switches};
-    return ErrnoError(err, "act as the server");
-  }
+  // Straight from one identity to the next: the capabilities first (setgroups needs
+  // CAP_SETGID), then groups, gid and uid; a non-root identity then drops them all.
   int err = 0;
-  if (syscall(SYS_setgroups, who.groups->size(), who.groups->data()) != 0) {
+  if (SetEffective(true) != 0) {
+    err = errno;
+  } else if (syscall(SYS_setgroups, who.groups->size(), who.groups->data()) != 0) {
     err = errno;
   } else {
     setfsgid(who.gid);
