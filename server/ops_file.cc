@@ -13,6 +13,7 @@
 #include "server/executor.h"
 #include "server/export_fs.h"
 #include "server/ops_util.h"
+#include "server/thread_creds.h"
 
 namespace ringfs::server {
 namespace {
@@ -144,6 +145,10 @@ Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body)
     }
   }
   if (a.data.size() <= kInlineWriteBytes) {
+    // With the server's credentials, as the ring's writes: which set-id bits a write clears is
+    // the client kernel's decision (FUSE_WRITE_KILL_SUIDGID above), not whichever caller this
+    // thread last acted as. Free when it acts as root; two capsets and setfsuids otherwise.
+    ServerCredsScope as_server;
     ssize_t n = pwrite((*handle)->fd.get(), a.data.data(), a.data.size(),
                        static_cast<off_t>(a.offset));
     if (n < 0) return Outcome{ErrnoError(errno, "pwrite"), std::nullopt};
