@@ -113,9 +113,8 @@ class ServerAdminProcessTest : public ringfs::testing::RingfsTestBase {
                                       const std::string& token = "") {
     wire::ClientHello hello = DefaultHello(client_id);
     hello.set_queue(queue);
-    hello.set_token(token);
     wire::ServerHello reply;
-    auto client = TestClient::Connect(env_->server_address(), hello, &reply);
+    auto client = TestClient::Connect(env_->server_address(), hello, &reply, token);
     EXPECT_TRUE(client.ok()) << client.status();
     EXPECT_EQ(reply.result(), wire::ServerHello::OK) << reply.message();
     return client.ok() ? *std::move(client) : nullptr;

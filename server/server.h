@@ -19,6 +19,7 @@
 #include "common/unique_fd.h"
 #include "server/admin_server.h"
 #include "server/admin_service.h"
+#include "server/authenticator.h"
 #include "server/client_registry.h"
 #include "server/config.h"
 #include "server/listener.h"
@@ -53,6 +54,7 @@ class Server final : public AdminBackend {
   // AdminBackend.
   admin::ListSessionsResponse ListSessions() const override;
   admin::ExportInfo GetExport() const override;
+  admin::ListClientsResponse ListClients() const override;
   absl::StatusOr<admin::SessionInfo> SetSessionLimit(uint64_t session_id,
                                                      uint32_t max_inflight) override;
   admin::DrainResponse Drain(absl::Duration timeout, std::function<bool()> cancelled) override;
@@ -71,6 +73,7 @@ class Server final : public AdminBackend {
   uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
+  std::shared_ptr<Authenticator> auth_;  // shared with the listener
   std::thread reaper_;
   absl::Notification stop_reaper_;
   SessionTable sessions_;
