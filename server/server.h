@@ -48,6 +48,8 @@ class Server final : public AdminBackend {
   std::string admin_address() const { return admin_ ? admin_->address() : std::string(); }
   std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
   ClientRegistry* registry() { return registry_.get(); }
+  // After Start(): who may connect, and the counts of refusals by reason.
+  const Authenticator* authenticator() const { return auth_.get(); }
   // After Start(): this process's ServerHello.instance_id.
   uint64_t instance_id() const { return instance_id_; }
 
