@@ -96,7 +96,10 @@ Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& he
   for (const ClientEntry& e : options_.clients) {
     if (e.name == name) entry = &e;
   }
-  if (entry == nullptr && !options_.any_name_secret.empty()) {
+  // A name with a '/' could alias another client's state key (ClientStateKey); no name at all
+  // cannot.
+  if (entry == nullptr && !options_.any_name_secret.empty() &&
+      (name.empty() || IsValidClientName(name))) {
     any.name = name;
     any.secret = options_.any_name_secret;
     any.options = options_.defaults;
@@ -112,8 +115,11 @@ Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& he
   absl::StatusOr<std::string> nonce = auth::DrawNonce();
   if (!nonce.ok()) return Fail(Failure::kNoProof, name, peer_text, std::string(nonce.status().message()));
   const std::string transcript = auth::Transcript(hello_body, *nonce, channel_binding);
-  wire::ServerHello challenge = reply_base;
-  challenge.clear_result();
+  // Not final: no result and no limits yet, only who answers (wire_format.md section 1.1).
+  wire::ServerHello challenge;
+  challenge.set_wire_version(reply_base.wire_version());
+  challenge.set_server_id(reply_base.server_id());
+  challenge.set_instance_id(reply_base.instance_id());
   challenge.mutable_challenge()->set_server_nonce(*nonce);
   challenge.mutable_challenge()->set_server_proof(auth::ServerProof(entry->secret, transcript));
   wire::ClientProof proof;

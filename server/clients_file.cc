@@ -36,7 +36,9 @@ absl::Status CheckPrivate(const std::string& path, const char* what) {
   return absl::OkStatus();
 }
 
-bool ValidName(absl::string_view name) {
+}  // namespace
+
+bool IsValidClientName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
@@ -45,6 +47,8 @@ bool ValidName(absl::string_view name) {
   }
   return true;
 }
+
+namespace {
 
 std::string DirectoryOf(const std::string& path) {
   size_t slash = path.rfind('/');
@@ -104,7 +108,7 @@ absl::StatusOr<std::vector<ClientEntry>> ReadClientsFile(const std::string& path
     ClientEntry entry;
     entry.name = std::string(words[0]);
     entry.options = defaults;
-    if (!ValidName(entry.name)) {
+    if (!IsValidClientName(std::string_view(entry.name))) {
       return bad(absl::StrFormat("'%s' is not a client name (1..64 of A-Z a-z 0-9 . _ -)",
                                  entry.name));
     }

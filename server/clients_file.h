@@ -31,6 +31,10 @@ struct ClientEntry {
   std::string FromText() const;  // "any" or the prefixes, comma-separated
 };
 
+// 1..64 of [A-Za-z0-9._-]: what a clients file may list, and what a client may call itself
+// under --token-file (never a '/', which separates name and client_id in the state key).
+bool IsValidClientName(std::string_view name);
+
 // Parses the clients file at `path`. InvalidArgument (with the file, the line number and what
 // is wrong) for a bad line, a duplicate name, a missing secret, or a file or secret file that
 // group or others may access; no entries at all is an error too.

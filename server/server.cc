@@ -99,6 +99,7 @@ absl::Status Server::Start() {
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
   reaper_ = std::thread([this] { ReapLoop(); });
+  auth_ = MakeAuthenticator(config_);
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
@@ -111,7 +112,8 @@ absl::Status Server::Start() {
     stats.push_back(&workers_.back()->stats());
   }
   if (!config_.metrics.empty()) {
-    metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics);
+    metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics,
+                                               auth_.get());
     RETURN_IF_ERROR(metrics_->Start());
   }
   // Before the listener: binding the Unix socket narrows the process umask for a moment, and
@@ -120,7 +122,6 @@ absl::Status Server::Start() {
     admin_ = std::make_unique<AdminServer>(this, config_.admin, config_.token);
     RETURN_IF_ERROR(admin_->Start());
   }
-  auth_ = MakeAuthenticator(config_);
   Listener::Options options;
   options.listen = config_.listen;
   options.auth = auth_;

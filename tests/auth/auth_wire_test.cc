@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -140,11 +141,18 @@ class AuthWireTest : public ::testing::Test {
     chmod(clients.c_str(), 0600);
     auto entries = server::ReadClientsFile(clients, server::ExportOptions{});
     ASSERT_TRUE(entries.ok()) << entries.status();
+    entries_ = *entries;
+    StartServer("");
+  }
+  // With `token`: also any other name with that secret (--token-file).
+  void StartServer(const std::string& token) {
+    if (server_) server_->Stop();
     server::ServerConfig config;
+    config.token = token;
     config.export_dir = export_.path();
     config.listen = "127.0.0.1:0";
     config.workers = 2;
-    config.clients = *entries;
+    config.clients = entries_;
     server_ = std::make_unique<server::Server>(config);
     ASSERT_TRUE(server_->Start().ok());
     address_ = server_->bound_address();
@@ -171,6 +179,7 @@ class AuthWireTest : public ::testing::Test {
 
   TempDir dir_;
   TempDir export_;
+  std::vector<server::ClientEntry> entries_;
   std::unique_ptr<server::Server> server_;
   std::string address_;
   uint16_t port_ = 0;
@@ -310,27 +319,42 @@ TEST_F(AuthWireTest, FloodFromOneSourceIsRateLimited) {
   Attempt other = TryAuth(port_, "127.0.0.2", "alpha", kAlphaSecret, "other-mount");
   for (auto& t : threads) t.join();
   const auto flood_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start);
-  int refused = 0, closed = 0, closed_fast = 0;
+  int refused = 0, closed = 0;
+  std::vector<int64_t> closed_ms, refused_ms;
   for (const Attempt& a : attempts) {
-    if (a.result == Attempt::kAuthFailed) ++refused;
+    if (a.result == Attempt::kAuthFailed) {
+      ++refused;
+      refused_ms.push_back(a.elapsed.count());
+    }
     if (a.result == Attempt::kClosedUnanswered) {
       ++closed;
-      if (a.elapsed < milliseconds(500)) ++closed_fast;
+      closed_ms.push_back(a.elapsed.count());
     }
   }
+  std::sort(closed_ms.begin(), closed_ms.end());
+  std::sort(refused_ms.begin(), refused_ms.end());
   EXPECT_EQ(refused + closed, kAttempts);
   EXPECT_LE(refused, 12) << "burst of 10, plus what refilled while the flood ran";
   EXPECT_GE(closed, kAttempts - 12);
-  EXPECT_EQ(closed_fast, closed) << "rate-limited connections are closed at once";
+  // Closed at once: no delay, so (even on a loaded machine, where accepting 50 connections
+  // takes a while) the typical closed attempt ends well before the held-back refusals.
+  ASSERT_FALSE(closed_ms.empty());
+  ASSERT_FALSE(refused_ms.empty());
+  EXPECT_LT(closed_ms[closed_ms.size() / 2], 500) << "median of the closed attempts";
+  EXPECT_GE(refused_ms.front(), 900) << "every answered refusal waited about a second";
   EXPECT_EQ(Failures(server::Authenticator::Failure::kRateLimited), static_cast<uint64_t>(closed));
   EXPECT_EQ(other.result, Attempt::kOk) << "another source is not limited: " << other.message;
   EXPECT_LT(other.elapsed, milliseconds(900));
   RecordProperty("answered_refusals", refused);
   RecordProperty("closed_unanswered", closed);
   RecordProperty("flood_ms", static_cast<int>(flood_ms.count()));
-  printf("flood: %d answered refusals, %d closed at once, %lld ms in all; other source %lld ms\n",
-         refused, closed, static_cast<long long>(flood_ms.count()),
-         static_cast<long long>(other.elapsed.count()));
+  printf("flood: %d answered refusals (%lld..%lld ms), %d closed unanswered (%lld..%lld ms, "
+         "median %lld), %lld ms in all; other source in %lld ms\n",
+         refused, static_cast<long long>(refused_ms.front()),
+         static_cast<long long>(refused_ms.back()), closed,
+         static_cast<long long>(closed_ms.front()), static_cast<long long>(closed_ms.back()),
+         static_cast<long long>(closed_ms[closed_ms.size() / 2]),
+         static_cast<long long>(flood_ms.count()), static_cast<long long>(other.elapsed.count()));
 }
 
 // Two clients that pick the same client_id get separate states: beta cannot use a node id that
@@ -360,6 +384,21 @@ TEST_F(AuthWireTest, SameClientIdDifferentNamesAreSeparate) {
             -ESTALE);
   EXPECT_EQ(server_->registry()->sessions(server::ClientStateKey("alpha", "shared-id")), 1u);
   EXPECT_EQ(server_->registry()->sessions(server::ClientStateKey("beta", "shared-id")), 1u);
+}
+
+// --token-file beside a clients file: unlisted names use the shared secret, listed names only
+// their own, and no name may smuggle a '/' into the state key ("alpha/x" + "y" would be alpha's
+// "x/y").
+TEST_F(AuthWireTest, TokenFileCoversUnlistedNamesOnly) {
+  StartServer("shared-token-secret");
+  EXPECT_EQ(TryAuth(port_, "127.0.0.1", "some-host", "shared-token-secret").result, Attempt::kOk);
+  EXPECT_EQ(TryAuth(port_, "127.0.0.1", "", "shared-token-secret").result, Attempt::kOk);
+  EXPECT_EQ(TryAuth(port_, "127.0.0.1", "alpha", "shared-token-secret").result,
+            Attempt::kAuthFailed);
+  EXPECT_EQ(TryAuth(port_, "127.0.0.1", "alpha", kAlphaSecret).result, Attempt::kOk);
+  Attempt slash = TryAuth(port_, "127.0.0.1", "alpha/x", "shared-token-secret", "y");
+  EXPECT_FALSE(slash.challenged);
+  EXPECT_EQ(slash.result, Attempt::kAuthFailed);
 }
 
 // Bytes both ways between two sockets, recorded, until either side closes.
