@@ -18,6 +18,7 @@
 #include <cctype>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "tests/harness/ringfs_test.h"
 
@@ -368,9 +369,15 @@ TEST_F(ClientsFileTest, PerClientOptionsReachTheSessions) {
   ASSERT_TRUE(status.has_value()) << "a mount with another client's secret neither failed nor "
                                      "gave up within 20 s";
   EXPECT_FALSE(IsMounted(env_->mount_dir()));
-  EXPECT_NE(ReadFileOrEmpty(env_->server_log()).find("auth: refused client 'reader'"),
-            std::string::npos)
-      << ReadFileOrEmpty(env_->server_log());
+  // The server notices the hang-up on its handshake thread, maybe after the mount is gone.
+  bool logged = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !logged && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    logged = ReadFileOrEmpty(env_->server_log()).find("auth: refused client 'reader'") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(logged) << ReadFileOrEmpty(env_->server_log());
 
   MountOptions reader;
   reader.token_file = base + "/reader.key";
@@ -378,7 +385,7 @@ TEST_F(ClientsFileTest, PerClientOptionsReachTheSessions) {
   ASSERT_TRUE(env_->Mount(reader));
   ASSERT_TRUE(env_->WaitMountServing());
   ASSERT_EQ(WriteFile(env_->Exp("seen"), "from the export"), 0);
-  EXPECT_EQ(ReadFile(Mnt("seen")), "from the export");
+  EXPECT_EQ(ReadFile(env_->Mnt("seen")), "from the export");
 
   const std::string listing = base + "/clients.json";
   auto ran = RunCommand({BinPath("ringfsctl"), "--json", "server", "--admin", admin, "clients"},
@@ -398,7 +405,7 @@ TEST_F(ClientsFileTest, PerClientOptionsReachTheSessions) {
   EXPECT_NE(reader_part.find("\"client_name\":\"reader\""), std::string::npos) << json;
   EXPECT_NE(reader_part.find("\"export_options\":\"ro,all_squash"), std::string::npos) << json;
   EXPECT_NE(reader_part.find("127.0.0.1/32"), std::string::npos) << json;
-  EXPECT_EQ(json.substr(writer_at).find("\"sessions\""), std::string::npos)
+  EXPECT_EQ(json.substr(writer_at).find("\"session_id\""), std::string::npos)
       << "the writer has no session: " << json;
   EXPECT_TRUE(env_->Unmount());
 }
