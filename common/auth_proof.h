@@ -14,7 +14,7 @@
 namespace ringfs::auth {
 
 inline constexpr size_t kNonceBytes = 32;
-inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
+inline constexpr size_t kProofBytes = 32;       // HMAC-SHA256
 inline constexpr size_t kTranscriptBytes = 32;  // SHA-256
 
 // kNonceBytes from the kernel's CSPRNG. Internal error only when it is unavailable.

@@ -396,9 +396,8 @@ TEST_F(ServerAdminProcessTest, TcpAdminRequiresTheToken) {
 // the file); a good one serves, and refusals show in /metrics by reason.
 TEST_F(ServerAdminProcessTest, ClientsFileRulesAndAuthFailureMetrics) {
   const std::string clients = env_->base() + "/clients";
-  ASSERT_EQ(ringfs::testing::WriteFile(clients, "alpha secret=hex:00112233445566778899aabbccddeeff\n",
-                                       0644),
-            0);
+  const std::string line = "alpha secret=hex:00112233445566778899aabbccddeeff\n";
+  ASSERT_EQ(ringfs::testing::WriteFile(clients, line, 0644), 0);
   const std::string log = env_->base() + "/refused.log";
   std::optional<int> refused = ringfs::testing::RunCommand(
       {ringfs::testing::BinPath("ringfs-server"), "--export", env_->export_dir(), "--listen",

@@ -19,8 +19,8 @@ namespace ringfs::server {
 class AuthRateLimiter {
  public:
   struct Options {
-    double burst = 10;       // attempts a source may make at once
-    double per_second = 1;   // attempts it earns back per second
+    double burst = 10;          // attempts a source may make at once
+    double per_second = 1;      // attempts it earns back per second
     size_t max_sources = 4096;  // tracked at once; full buckets are forgotten first
     std::function<absl::Time()> now = [] { return absl::Now(); };
   };

@@ -33,13 +33,20 @@ constexpr char kRefused[] = "authentication failed (the server log says why)";
 
 std::string_view Authenticator::FailureName(Failure failure) {
   switch (failure) {
-    case Failure::kNone: return "none";
-    case Failure::kRateLimited: return "rate_limited";
-    case Failure::kNoSecret: return "no_secret";
-    case Failure::kUnknownClient: return "unknown_client";
-    case Failure::kSourceNotAllowed: return "source_not_allowed";
-    case Failure::kBadProof: return "bad_proof";
-    case Failure::kNoProof: return "no_proof";
+    case Failure::kNone:
+      return "none";
+    case Failure::kRateLimited:
+      return "rate_limited";
+    case Failure::kNoSecret:
+      return "no_secret";
+    case Failure::kUnknownClient:
+      return "unknown_client";
+    case Failure::kSourceNotAllowed:
+      return "source_not_allowed";
+    case Failure::kBadProof:
+      return "bad_proof";
+    case Failure::kNoProof:
+      return "no_proof";
   }
   return "unknown";
 }
@@ -84,7 +91,8 @@ Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& he
   const std::string source = SourceKey(peer);
   // Before any lookup or crypto: a flood from one source costs a hash-map probe per connection.
   if (!limiter_.TryAcquire(source)) {
-    return Fail(Failure::kRateLimited, name, peer_text, "too many failed attempts from this source");
+    return Fail(Failure::kRateLimited, name, peer_text,
+                "too many failed attempts from this source");
   }
   if (hello.client_nonce().size() != auth::kNonceBytes) {
     return Fail(Failure::kNoSecret, name, peer_text,
@@ -113,7 +121,8 @@ Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& he
                 absl::StrFormat("source not in from=%s", entry->FromText()));
   }
   absl::StatusOr<std::string> nonce = auth::DrawNonce();
-  if (!nonce.ok()) return Fail(Failure::kNoProof, name, peer_text, std::string(nonce.status().message()));
+  if (!nonce.ok())
+    return Fail(Failure::kNoProof, name, peer_text, std::string(nonce.status().message()));
   const std::string transcript = auth::Transcript(hello_body, *nonce, channel_binding);
   // Not final: no result and no limits yet, only who answers (wire_format.md section 1.1).
   wire::ServerHello challenge;

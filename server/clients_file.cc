@@ -29,9 +29,10 @@ absl::Status CheckPrivate(const std::string& path, const char* what) {
     return Bad(absl::StrFormat("cannot stat %s '%s': %s", what, path, std::strerror(errno)));
   }
   if ((st.st_mode & 077) != 0) {
-    return Bad(absl::StrFormat("%s '%s' has mode %04o: group and others must have no access "
-                               "(chmod 600 '%s')",
-                               what, path, st.st_mode & 07777, path));
+    return Bad(
+        absl::StrFormat("%s '%s' has mode %04o: group and others must have no access "
+                        "(chmod 600 '%s')",
+                        what, path, st.st_mode & 07777, path));
   }
   return absl::OkStatus();
 }
@@ -77,7 +78,8 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, bool private
     if (absl::Status ok = CheckPrivate(path, "secret file"); !ok.ok()) return ok;
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(absl::StrFormat("cannot read secret file '%s': %s", path, std::strerror(errno)));
+  if (!in)
+    return Bad(absl::StrFormat("cannot read secret file '%s': %s", path, std::strerror(errno)));
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string secret = buffer.str();
@@ -92,7 +94,8 @@ absl::StatusOr<std::vector<ClientEntry>> ReadClientsFile(const std::string& path
                                                          const ExportOptions& defaults) {
   if (absl::Status ok = CheckPrivate(path, "clients file"); !ok.ok()) return ok;
   std::ifstream in(path);
-  if (!in) return Bad(absl::StrFormat("cannot read clients file '%s': %s", path, std::strerror(errno)));
+  if (!in)
+    return Bad(absl::StrFormat("cannot read clients file '%s': %s", path, std::strerror(errno)));
   std::vector<ClientEntry> entries;
   absl::flat_hash_set<std::string> names;
   std::string line;
@@ -109,8 +112,8 @@ absl::StatusOr<std::vector<ClientEntry>> ReadClientsFile(const std::string& path
     entry.name = std::string(words[0]);
     entry.options = defaults;
     if (!IsValidClientName(std::string_view(entry.name))) {
-      return bad(absl::StrFormat("'%s' is not a client name (1..64 of A-Z a-z 0-9 . _ -)",
-                                 entry.name));
+      return bad(
+          absl::StrFormat("'%s' is not a client name (1..64 of A-Z a-z 0-9 . _ -)", entry.name));
     }
     if (!names.insert(entry.name).second) {
       return bad(absl::StrFormat("client '%s' is listed twice", entry.name));

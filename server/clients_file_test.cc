@@ -53,7 +53,8 @@ TEST_F(ClientsFileTest, GoodFile) {
       "alpha secret=alpha.key options=ro,all_squash from=127.0.0.1/32,::1/128  # trailing\n"
       "\n"
       "   beta\tsecret=hex:000102030405060708090a0b0c0d0e0f\n"
-      "gamma.host-1 secret=" + dir_.Join("alpha.key") + " options=no_root_squash,anonuid=7\n");
+      "gamma.host-1 secret=" +
+      dir_.Join("alpha.key") + " options=no_root_squash,anonuid=7\n");
   ASSERT_TRUE(entries.ok()) << entries.status();
   ASSERT_EQ(entries->size(), 3u);
   const ClientEntry& alpha = (*entries)[0];
@@ -68,7 +69,8 @@ TEST_F(ClientsFileTest, GoodFile) {
   EXPECT_TRUE(alpha.AllowsSource(V6("::1")));
   EXPECT_TRUE(alpha.AllowsSource(V6("::ffff:127.0.0.1"))) << "IPv4-mapped peer";
   const ClientEntry& beta = (*entries)[1];
-  EXPECT_EQ(beta.secret, std::string("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f", 16));
+  EXPECT_EQ(beta.secret,
+            std::string("\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f", 16));
   EXPECT_EQ(beta.options, defaults_);
   EXPECT_EQ(beta.FromText(), "any");
   EXPECT_TRUE(beta.AllowsSource(V4("10.1.2.3")));

@@ -132,12 +132,12 @@ class AuthWireTest : public ::testing::Test {
     std::ofstream(alpha_key) << kAlphaSecret << "\n";
     chmod(alpha_key.c_str(), 0600);
     const std::string clients = dir_.Join("clients");
-    std::ofstream(clients)
-        << "# test clients\n"
-        << "alpha secret=alpha.key options=rw,root_squash\n"
-        << "beta secret=hex:" << absl::BytesToHexString(kBetaSecret)
-        << " options=ro,all_squash,anonuid=4321\n"
-        << "local secret=hex:" << absl::BytesToHexString(kLocalSecret) << " from=127.0.0.2/32\n";
+    std::ofstream(clients) << "# test clients\n"
+                           << "alpha secret=alpha.key options=rw,root_squash\n"
+                           << "beta secret=hex:" << absl::BytesToHexString(kBetaSecret)
+                           << " options=ro,all_squash,anonuid=4321\n"
+                           << "local secret=hex:" << absl::BytesToHexString(kLocalSecret)
+                           << " from=127.0.0.2/32\n";
     chmod(clients.c_str(), 0600);
     auto entries = server::ReadClientsFile(clients, server::ExportOptions{});
     ASSERT_TRUE(entries.ok()) << entries.status();
@@ -348,13 +348,14 @@ TEST_F(AuthWireTest, FloodFromOneSourceIsRateLimited) {
   RecordProperty("answered_refusals", refused);
   RecordProperty("closed_unanswered", closed);
   RecordProperty("flood_ms", static_cast<int>(flood_ms.count()));
-  printf("flood: %d answered refusals (%lld..%lld ms), %d closed unanswered (%lld..%lld ms, "
-         "median %lld), %lld ms in all; other source in %lld ms\n",
-         refused, static_cast<long long>(refused_ms.front()),
-         static_cast<long long>(refused_ms.back()), closed,
-         static_cast<long long>(closed_ms.front()), static_cast<long long>(closed_ms.back()),
-         static_cast<long long>(closed_ms[closed_ms.size() / 2]),
-         static_cast<long long>(flood_ms.count()), static_cast<long long>(other.elapsed.count()));
+  printf(
+      "flood: %d answered refusals (%lld..%lld ms), %d closed unanswered (%lld..%lld ms, "
+      "median %lld), %lld ms in all; other source in %lld ms\n",
+      refused, static_cast<long long>(refused_ms.front()),
+      static_cast<long long>(refused_ms.back()), closed, static_cast<long long>(closed_ms.front()),
+      static_cast<long long>(closed_ms.back()),
+      static_cast<long long>(closed_ms[closed_ms.size() / 2]),
+      static_cast<long long>(flood_ms.count()), static_cast<long long>(other.elapsed.count()));
 }
 
 // Two clients that pick the same client_id get separate states: beta cannot use a node id that
