@@ -57,4 +57,13 @@ bool LogThrottle::Admit(uint64_t* suppressed) {
   return true;
 }
 
+uint64_t LogThrottle::TakeSuppressed() {
+  const absl::Time now = options_.now();
+  absl::MutexLock lock(&mu_);
+  if (suppressed_ == 0 || now - window_start_ < options_.window) return 0;
+  uint64_t n = suppressed_;
+  suppressed_ = 0;
+  return n;
+}
+
 }  // namespace ringfs::server

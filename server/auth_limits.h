@@ -59,6 +59,9 @@ class LogThrottle {
   // True when the caller should log its line; `*suppressed` is then the count of lines held
   // back since the last one that passed (to be mentioned once).
   bool Admit(uint64_t* suppressed);
+  // Once the window of the last admitted line is over: the lines held back since (and resets
+  // the count), so a flood that stopped is still summarised. 0 otherwise.
+  uint64_t TakeSuppressed();
 
  private:
   const Options options_;

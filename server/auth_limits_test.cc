@@ -84,9 +84,14 @@ TEST(LogThrottleTest, SummarisesWhatItHeldBack) {
     EXPECT_EQ(suppressed, 0u);
   }
   for (int i = 0; i < 1000; ++i) EXPECT_FALSE(throttle.Admit(&suppressed));
+  EXPECT_EQ(throttle.TakeSuppressed(), 0u) << "the window is still open";
   clock.Advance(absl::Seconds(10));
   ASSERT_TRUE(throttle.Admit(&suppressed));
   EXPECT_EQ(suppressed, 1000u);
+  for (int i = 0; i < 7; ++i) EXPECT_TRUE(throttle.Admit(&suppressed) || i >= 2);
+  clock.Advance(absl::Seconds(10));
+  EXPECT_EQ(throttle.TakeSuppressed(), 5u) << "a flood that stopped is summarised too";
+  EXPECT_EQ(throttle.TakeSuppressed(), 0u);
   ASSERT_TRUE(throttle.Admit(&suppressed));
   EXPECT_EQ(suppressed, 0u);
 }

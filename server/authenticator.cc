@@ -164,6 +164,13 @@ bool Authenticator::HoldRefusal() {
   return true;
 }
 
+void Authenticator::FlushLog() {
+  if (uint64_t n = log_throttle_.TakeSuppressed(); n > 0) {
+    RINGFS_LOG_WARN("auth: %u more refusals not logged (see ringfs_server_auth_failures_total)",
+                    n);
+  }
+}
+
 void Authenticator::CancelWaits() {
   absl::MutexLock lock(&wait_mu_);
   cancelled_ = true;

@@ -77,6 +77,9 @@ class Authenticator {
   // without holding a worker or the accept loop. False (answer nothing, close at once) when
   // max_delayed refusals already wait. Returns early after CancelWaits().
   bool HoldRefusal();
+  // Logs how many refusals the throttle held back, once their window is over (a flood that
+  // stopped). Called periodically by the server.
+  void FlushLog();
   // Ends every HoldRefusal() now and from now on (server stop).
   void CancelWaits();
 

@@ -98,8 +98,8 @@ absl::Status Server::Start() {
                   registry_options.max_sessions_per_client,
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
+  auth_ = MakeAuthenticator(config_);  // before the reaper, which flushes its log
   reaper_ = std::thread([this] { ReapLoop(); });
-  auth_ = MakeAuthenticator(config_);
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
@@ -167,6 +167,7 @@ void Server::ReapLoop() {
   const absl::Duration period = std::clamp(absl::Seconds(config_.reclaim_grace_s) / 4,
                                            absl::Milliseconds(50), absl::Seconds(5));
   while (!stop_reaper_.WaitForNotificationWithTimeout(period)) {
+    if (auth_) auth_->FlushLog();  // a refusal flood that stopped is summarised in the log
     if (size_t freed = registry_->Reap(); freed > 0) {
       RINGFS_LOG_INFO("freed the state of %u client(s) without a session for %ds (%u kept)",
                       freed, config_.reclaim_grace_s, registry_->size());
