@@ -38,13 +38,19 @@ absl::Status SendHandshake(int fd, const google::protobuf::MessageLite& message,
   return SendAll(fd, frame.data(), frame.size(), timeout);
 }
 
-absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
-                              std::chrono::milliseconds timeout) {
+absl::Status ReceiveHandshakeBody(int fd, std::string* body,
+                                  std::chrono::milliseconds timeout) {
   char prefix[8];
   RETURN_IF_ERROR(ReceiveAll(fd, prefix, sizeof(prefix), timeout));
   ASSIGN_OR_RETURN(uint32_t length, HandshakeBodyLength(prefix));
-  std::string body(length, '\0');
-  RETURN_IF_ERROR(ReceiveAll(fd, body.data(), body.size(), timeout));
+  body->assign(length, '\0');
+  return ReceiveAll(fd, body->data(), body->size(), timeout);
+}
+
+absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
+                              std::chrono::milliseconds timeout) {
+  std::string body;
+  RETURN_IF_ERROR(ReceiveHandshakeBody(fd, &body, timeout));
   if (!message->ParseFromString(body)) {
     return absl::InvalidArgumentError("malformed handshake message");
   }

@@ -38,5 +38,9 @@ absl::Status SendHandshake(int fd, const google::protobuf::MessageLite& message,
                            std::chrono::milliseconds timeout = kHandshakeTimeout);
 absl::Status ReceiveHandshake(int fd, google::protobuf::MessageLite* message,
                               std::chrono::milliseconds timeout = kHandshakeTimeout);
+// The body of one handshake frame as received, unparsed: authentication proofs cover the
+// ClientHello's exact bytes (common/auth_proof.h), not a re-encoding.
+absl::Status ReceiveHandshakeBody(int fd, std::string* body,
+                                  std::chrono::milliseconds timeout = kHandshakeTimeout);
 
 }  // namespace ringfs::wire

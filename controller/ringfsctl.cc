@@ -297,6 +297,24 @@ class Client {
                       for (const auto& s : r.sessions()) PrintSession(s);
                     });
       }
+      case CtlVerb::kServerClients: {
+        admin::ListClientsResponse reply;
+        return Show(stub->ListClients(&context, {}, &reply), reply,
+                    [](const admin::ListClientsResponse& r) {
+                      if (!r.authentication_required()) {
+                        printf("no authentication: any client, under any name\n");
+                      }
+                      for (const auto& c : r.clients()) {
+                        printf("client %s  options %s  from %s  sessions %d\n",
+                               c.name().empty() ? "(any name)" : c.name().c_str(),
+                               c.export_options().c_str(), c.allowed_sources().c_str(),
+                               c.sessions_size());
+                        if (c.sessions_size() == 0) continue;
+                        PrintSessionHeader();
+                        for (const auto& s : c.sessions()) PrintSession(s);
+                      }
+                    });
+      }
       case CtlVerb::kServerExport: {
         admin::ExportInfo reply;
         return Show(stub->GetExport(&context, {}, &reply), reply, [](const admin::ExportInfo& e) {

@@ -217,16 +217,18 @@ absl::Status ParseServerArgs(const std::vector<std::string>& words, size_t start
   if (options.values.count("admin") == 0) return Usage("server: --admin ADDR is required");
   command.admin = options.values["admin"];
   if (options.positional.empty()) {
-    return Usage("server: expected sessions, export, set-limit SESSION N, or drain");
+    return Usage("server: expected sessions, clients, export, set-limit SESSION N, or drain");
   }
   const std::string& sub = options.positional[0];
   size_t extra = options.positional.size() - 1;
   if (sub != "drain" && options.values.count("timeout")) {
     return Usage("server: --timeout belongs to drain");
   }
-  if (sub == "sessions" || sub == "export") {
+  if (sub == "sessions" || sub == "export" || sub == "clients") {
     if (extra != 0) return Usage(absl::StrCat("server ", sub, " takes no arguments"));
-    command.verb = sub == "sessions" ? CtlVerb::kServerSessions : CtlVerb::kServerExport;
+    command.verb = sub == "sessions" ? CtlVerb::kServerSessions
+                   : sub == "clients" ? CtlVerb::kServerClients
+                                      : CtlVerb::kServerExport;
   } else if (sub == "set-limit") {
     if (extra != 2) return Usage("server set-limit: expected SESSION N");
     ASSIGN_OR_RETURN(uint64_t session,
@@ -390,8 +392,9 @@ commands:
   kernel [--max-background N] [--congestion-threshold N]   the kernel's knobs (fusectl)
   info                                    server, transport, FUSE version and flags, uptime
   watch [--interval 1s] [--count N]       live per-queue table (with --json: one object/line)
-  server --admin ADDR [--token-file F] sessions|export|set-limit SESSION N|drain [--timeout 5s]
-                                          the admin service of ringfs-server
+  server --admin ADDR [--token-file F] sessions|clients|export|set-limit SESSION N|drain
+         [--timeout 5s]                   the admin service of ringfs-server; clients: the
+                                          clients file's names, options, sources and sessions
 --json prints protobuf JSON (proto field names). Exit codes: 0 ok, 1 refused or unreachable,
 2 usage.
 )";

@@ -26,6 +26,7 @@ enum class CtlVerb {
   kWatch,
   kServerSessions,
   kServerExport,
+  kServerClients,
   kServerSetLimit,
   kServerDrain,
 };
@@ -33,6 +34,7 @@ enum class CtlVerb {
 // The `server ...` verbs talk to ringfs-server's admin service.
 inline bool IsServerVerb(CtlVerb verb) {
   return verb == CtlVerb::kServerSessions || verb == CtlVerb::kServerExport ||
+         verb == CtlVerb::kServerClients ||
          verb == CtlVerb::kServerSetLimit || verb == CtlVerb::kServerDrain;
 }
 

@@ -73,6 +73,10 @@ TEST(RingfsctlArgsTest, GlobalOptionsAmongTheCommandsOwn) {
   EXPECT_TRUE(before->json);
   EXPECT_EQ(before->token_file, "/t");
   EXPECT_EQ(before->verb, CtlVerb::kServerExport);
+  auto clients = Parse({"server", "--admin", "h:1", "clients"});
+  ASSERT_TRUE(clients.ok()) << clients.status();
+  EXPECT_EQ(clients->verb, CtlVerb::kServerClients);
+  EXPECT_TRUE(IsServerVerb(clients->verb));
 }
 
 TEST(RingfsctlArgsTest, ACommandOptionsValueIsNotTakenForAGlobalOption) {

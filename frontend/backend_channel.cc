@@ -9,10 +9,12 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/auth_proof.h"
 #include "common/dir_attrs.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "frontend/client_auth.h"
 
 namespace ringfs::frontend {
 namespace {
@@ -62,7 +64,12 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_wire_version(wire::kWireVersion);
   hello.set_client_id(config.client_id);
   hello.set_export_name("/");
-  hello.set_token(config.token);
+  hello.set_client_name(config.client_name);
+  if (!config.token.empty()) {
+    // Without a nonce the server takes us for a client without a secret and says so.
+    absl::StatusOr<std::string> nonce = auth::DrawNonce();
+    if (nonce.ok()) hello.set_client_nonce(*std::move(nonce));
+  }
   hello.set_max_inflight(config.max_inflight);
   hello.set_max_frame_bytes(wire::kMaxFrameBytes);
   hello.set_fuse_minor(config.fuse_minor);
@@ -75,7 +82,12 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
 }
 
 absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
-                                                const wire::ServerHello& reply) {
+                                                const wire::ServerHello& reply,
+                                                bool authenticated) {
+  if (reply.has_challenge()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("server %s sent a second authentication challenge", config.address.text));
+  }
   if (reply.result() != wire::ServerHello::OK) {
     std::string reason = wire::ServerHello::Result_Name(reply.result());
     auto message = absl::StrFormat("server %s refused the connection (%s): %s",
@@ -89,6 +101,10 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
     return absl::FailedPreconditionError(
         absl::StrFormat("server %s accepts no request in flight", config.address.text));
   }
+  if (!authenticated && !config.token.empty()) {
+    RINGFS_LOG_INFO("queue %u: server %s asks for no authentication; connected without proving "
+                    "our secret", config.queue, config.address.text);
+  }
   ServerSession session;
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
@@ -99,13 +115,27 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
 
 absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
-  RETURN_IF_ERROR(wire::SendHandshake(fd.get(), MakeClientHello(config)));
+  ASSIGN_OR_RETURN(std::string hello, wire::EncodeHandshake(MakeClientHello(config)));
+  RETURN_IF_ERROR(SendAll(fd.get(), hello.data(), hello.size(), wire::kHandshakeTimeout));
   wire::ServerHello reply;
-  if (absl::Status status = wire::ReceiveHandshake(fd.get(), &reply); !status.ok()) {
+  auto receive = [&] {
+    absl::Status status = wire::ReceiveHandshake(fd.get(), &reply);
+    if (status.ok()) return status;
     return absl::UnavailableError(absl::StrFormat("handshake with %s failed: %s",
                                                   config.address.text, status.ToString()));
+  };
+  RETURN_IF_ERROR(receive());
+  const bool authenticated = reply.has_challenge();
+  if (authenticated) {
+    ASSIGN_OR_RETURN(std::string proof,
+                     AnswerChallenge(config.token, config.address.text,
+                                     std::string_view(hello).substr(8), reply.challenge(),
+                                     /*channel_binding=*/""));
+    RETURN_IF_ERROR(SendAll(fd.get(), proof.data(), proof.size(), wire::kHandshakeTimeout));
+    reply.Clear();
+    RETURN_IF_ERROR(receive());
   }
-  ASSIGN_OR_RETURN(ServerSession session, AcceptServerHello(config, reply));
+  ASSIGN_OR_RETURN(ServerSession session, AcceptServerHello(config, reply, authenticated));
   session.fd = std::move(fd);
   return session;
 }
@@ -129,7 +159,8 @@ BackendChannel::~BackendChannel() {
   // A receive or send still in the kernel would use our buffers after we are gone: cancel them
   // and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
-  for (Op op : {Op::kRecv, Op::kSend, Op::kTick, Op::kConnect, Op::kHelloSend, Op::kHelloRecv}) {
+  for (Op op : {Op::kRecv, Op::kSend, Op::kTick, Op::kConnect, Op::kHelloSend, Op::kHelloRecv,
+                Op::kProofSend, Op::kProofRecv}) {
     io_uring_sync_cancel_reg cancel{};
     cancel.addr = Tag(op);
     cancel.flags = IORING_ASYNC_CANCEL_ALL;
@@ -306,6 +337,7 @@ void BackendChannel::OnSend(int res) {
 
 void BackendChannel::StartConnect() {
   state_ = State::kConnecting;
+  proof_round_ = false;
   attempt_expired_ = false;
   attempt_deadline_ns_ =
       MonotonicNs() + Ms(config_.connect_timeout) + Ms(wire::kHandshakeTimeout);
@@ -326,8 +358,9 @@ void BackendChannel::StartConnect() {
   io_uring_sqe_set_data64(sqe, Tag(Op::kConnect));
 }
 
-// Connect, send the ClientHello, read the ServerHello's 8-byte prefix, then its body: one
-// operation at a time on the attempt's socket, each continuing where a short one stopped.
+// Connect, send the ClientHello, read the ServerHello's 8-byte prefix, then its body; when that
+// ServerHello carries a challenge, the same again for our ClientProof and the final ServerHello:
+// one operation at a time on the attempt's socket, each continuing where a short one stopped.
 void BackendChannel::OnConnectStep(Op op, int res) {
   if (state_ != State::kConnecting) return;
   const std::string& where = config_.address.text;
@@ -356,6 +389,7 @@ void BackendChannel::OnConnectStep(Op op, int res) {
       return;
     }
     hello_out_ = std::move(*hello);
+    hello_body_ = hello_out_.substr(8);
     hello_sent_ = 0;
     hello_in_.assign(8, 0);
     hello_received_ = 0;
@@ -363,7 +397,7 @@ void BackendChannel::OnConnectStep(Op op, int res) {
     ConnectFailed(absl::UnavailableError(
         absl::StrFormat("handshake with %s: the server closed the connection", where)));
     return;
-  } else if (op == Op::kHelloSend) {
+  } else if (op == Op::kHelloSend || op == Op::kProofSend) {
     if (res > 0) hello_sent_ += static_cast<size_t>(res);
   } else if (res > 0) {
     hello_received_ += static_cast<size_t>(res);
@@ -385,7 +419,23 @@ void BackendChannel::OnConnectStep(Op op, int res) {
               absl::StrFormat("handshake with %s: malformed ServerHello", where)));
           return;
         }
-        absl::StatusOr<ServerSession> session = AcceptServerHello(config_, reply);
+        if (!proof_round_ && reply.has_challenge()) {
+          // One more round trip: our proof out, the final ServerHello in.
+          absl::StatusOr<std::string> proof = AnswerChallenge(
+              config_.token, where, hello_body_, reply.challenge(), /*channel_binding=*/"");
+          if (!proof.ok()) {
+            ConnectFailed(proof.status());
+            return;
+          }
+          proof_round_ = true;
+          hello_out_ = std::move(*proof);
+          hello_sent_ = 0;
+          hello_in_.assign(8, 0);
+          hello_received_ = 0;
+          SubmitHandshakeStep();
+          return;
+        }
+        absl::StatusOr<ServerSession> session = AcceptServerHello(config_, reply, proof_round_);
         if (!session.ok()) {
           ConnectFailed(session.status());
           return;
@@ -396,16 +446,20 @@ void BackendChannel::OnConnectStep(Op op, int res) {
       }
     }
   }
+  SubmitHandshakeStep();
+}
+
+void BackendChannel::SubmitHandshakeStep() {
   io_uring_sqe* sqe = GetSqe(ring_);
   if (hello_sent_ < hello_out_.size()) {
     io_uring_prep_send(sqe, attempt_fd_.get(), hello_out_.data() + hello_sent_,
                        hello_out_.size() - hello_sent_, MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(sqe, Tag(Op::kHelloSend));
+    io_uring_sqe_set_data64(sqe, Tag(proof_round_ ? Op::kProofSend : Op::kHelloSend));
     return;
   }
   io_uring_prep_recv(sqe, attempt_fd_.get(), hello_in_.data() + hello_received_,
                      hello_in_.size() - hello_received_, 0);
-  io_uring_sqe_set_data64(sqe, Tag(Op::kHelloRecv));
+  io_uring_sqe_set_data64(sqe, Tag(proof_round_ ? Op::kProofRecv : Op::kHelloRecv));
 }
 
 void BackendChannel::ConnectFailed(const absl::Status& status) {
@@ -676,7 +730,7 @@ void BackendChannel::OnTick() {
     // The outstanding step then completes with an error and the attempt is given up.
     attempt_expired_ = true;
     shutdown(attempt_fd_.get(), SHUT_RDWR);
-    for (Op op : {Op::kConnect, Op::kHelloSend, Op::kHelloRecv}) {
+    for (Op op : {Op::kConnect, Op::kHelloSend, Op::kHelloRecv, Op::kProofSend, Op::kProofRecv}) {
       io_uring_sqe* cancel = GetSqe(ring_);
       io_uring_prep_cancel64(cancel, Tag(op), 0);
       io_uring_sqe_set_data64(cancel, 0);
@@ -801,7 +855,8 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
     return;
   }
   if (((user_data >> 32) & kGenerationMask) != (generation_ & kGenerationMask)) return;
-  if (op == Op::kConnect || op == Op::kHelloSend || op == Op::kHelloRecv) {
+  if (op == Op::kConnect || op == Op::kHelloSend || op == Op::kHelloRecv ||
+      op == Op::kProofSend || op == Op::kProofRecv) {
     OnConnectStep(op, res);
     return;
   }

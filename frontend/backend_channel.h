@@ -47,6 +47,9 @@ struct BackendConfig {
   // The server when `binding` is null (unit tests, tools); a mount's channels ask the binding.
   SocketAddress address;
   std::string client_id;
+  // Who we are to the server (its clients file) and the secret we prove without sending it
+  // (frontend/client_auth.h). Empty secret: we can only reach servers that ask for none.
+  std::string client_name;
   std::string token;
   uint32_t queue = 0;
   uint32_t fuse_minor = 0;
@@ -84,11 +87,14 @@ struct ServerSession {
 // their ring instead (BackendChannel).
 absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config);
 
-// The two halves of the handshake both ways of connecting share.
+// The parts of the handshake both ways of connecting share. The hello carries a fresh nonce
+// when the config has a secret.
 wire::ClientHello MakeClientHello(const BackendConfig& config);
-// Checks the server's answer; the session's fd is left empty.
+// Checks the server's final answer; the session's fd is left empty. `authenticated`: we
+// answered a challenge (otherwise a server that asked for no secret is noted in the log).
 absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
-                                                const wire::ServerHello& reply);
+                                                const wire::ServerHello& reply,
+                                                bool authenticated = false);
 
 // Where a reply's body lands and which sizes are acceptable for it.
 struct PendingReply {
@@ -155,6 +161,10 @@ class BackendChannel {
     kConnect = 3,
     kHelloSend = 4,
     kHelloRecv = 5,
+    // The authentication round trip after a ServerHello with a challenge: our ClientProof out,
+    // the final ServerHello in.
+    kProofSend = 6,
+    kProofRecv = 7,
   };
   enum class Stage : uint8_t { kFree, kWaiting, kQueued, kSent };
 
@@ -198,6 +208,8 @@ class BackendChannel {
   void OnTick();
   void StartConnect();
   void OnConnectStep(Op op, int res);
+  // Submits the next send or receive of the handshake (hello or proof round).
+  void SubmitHandshakeStep();
   void ConnectFailed(const absl::Status& status);
   void Install(ServerSession session);
   void Fail(std::string_view why);
@@ -255,6 +267,8 @@ class BackendChannel {
   // The connection being set up: socket, handshake bytes out and in, deadline.
   UniqueFd attempt_fd_;
   std::string hello_out_;
+  std::string hello_body_;    // the ClientHello as sent: the proofs cover these bytes
+  bool proof_round_ = false;  // hello_out_/hello_in_ are the ClientProof and the final reply
   size_t hello_sent_ = 0;
   std::vector<char> hello_in_;
   size_t hello_received_ = 0;

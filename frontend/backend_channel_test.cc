@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 
 #include "absl/strings/str_format.h"
+#include "common/auth_proof.h"
 #include "common/dir_attrs.h"
 #include "common/node_handle.h"
 #include "common/wire.h"
@@ -48,17 +49,38 @@ class ScriptedServer {
     thread_.join();
   }
   const SocketAddress& address() const { return address_; }
+  // Connections that got a challenge and hung up instead of proving the secret.
+  int refused_unanswered() const { return refused_unanswered_.load(); }
 
  private:
   void Serve() {
     for (;;) {
       UniqueFd conn(accept(listener_.get(), nullptr, nullptr));
       if (!conn.valid()) return;
+      std::string body;
       wire::ClientHello hello;
-      if (!wire::ReceiveHandshake(conn.get(), &hello).ok()) continue;
+      if (!wire::ReceiveHandshakeBody(conn.get(), &body).ok() || !hello.ParseFromString(body)) {
+        continue;
+      }
       wire::ServerHello reply;
-      reply.set_result(hello.token() == token_ ? wire::ServerHello::OK
-                                               : wire::ServerHello::AUTH_FAILED);
+      reply.set_result(token_.empty() ? wire::ServerHello::OK : wire::ServerHello::AUTH_FAILED);
+      if (!token_.empty() && hello.client_nonce().size() == auth::kNonceBytes) {
+        // The challenge round of wire_format.md section 1, with the scripted server's secret.
+        wire::ServerHello challenge;
+        std::string nonce = *auth::DrawNonce();
+        std::string transcript = auth::Transcript(body, nonce, "");
+        challenge.mutable_challenge()->set_server_nonce(nonce);
+        challenge.mutable_challenge()->set_server_proof(auth::ServerProof(token_, transcript));
+        wire::ClientProof proof;
+        if (!wire::SendHandshake(conn.get(), challenge).ok() ||
+            !wire::ReceiveHandshake(conn.get(), &proof).ok()) {
+          ++refused_unanswered_;
+          continue;
+        }
+        if (auth::ProofEquals(proof.client_proof(), auth::ClientProof(token_, transcript))) {
+          reply.set_result(wire::ServerHello::OK);
+        }
+      }
       reply.set_message("scripted");
       reply.set_max_inflight(hello.max_inflight());
       reply.set_max_frame_bytes(hello.max_frame_bytes());
@@ -73,6 +95,7 @@ class ScriptedServer {
 
   std::function<void(int)> script_;
   std::string token_;
+  std::atomic<int> refused_unanswered_{0};
   uint64_t instances_ = 0;
   UniqueFd listener_;
   SocketAddress address_;
@@ -512,9 +535,49 @@ TEST(BackendChannelTest, WrongTokenIsRefusedClearly) {
   config.address = server.address();
   config.token = "guess";
   config.max_inflight = 4;
+  // The server's proof does not match our secret: we hang up before proving anything.
   auto session = ConnectToServer(config);
   EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(session.status().message().find("token_file="), absl::string_view::npos)
+      << session.status();
+  // Without a secret the server refuses with AUTH_FAILED.
+  config.token.clear();
+  session = ConnectToServer(config);
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied);
   EXPECT_NE(session.status().message().find("AUTH_FAILED"), absl::string_view::npos);
+  config.token = "secret";
+  session = ConnectToServer(config);
+  EXPECT_TRUE(session.ok()) << session.status();
+}
+
+// The ring-driven connect (kHelloSend/kHelloRecv, then kProofSend/kProofRecv) proves the
+// secret and carries requests.
+TEST(BackendChannelTest, RingConnectAnswersTheChallenge) {
+  ScriptedServer server([](int fd) {
+    fuse_in_header a = ReadRequest(fd);
+    WriteReply(fd, a.unique, 0, std::string(128, 'a'));
+    ReadRequest(fd);
+  }, "ring-secret");
+  Harness h(server.address(), "ring-secret");
+  h.Send(0, FUSE_LOOKUP, 10, 128, 128);
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.size(), 1u);
+  EXPECT_EQ(h.answers_[0].header.error, 0);
+  EXPECT_EQ(h.buffers_[0][0], 'a');
+  EXPECT_EQ(server.refused_unanswered(), 0);
+}
+
+// A ring channel whose secret differs never gets up: it hangs up at the server's proof (the
+// scripted server sees no proof) and keeps retrying with backoff; the request times out.
+TEST(BackendChannelTest, RingConnectRefusesAServerWithoutTheSecret) {
+  ScriptedServer server([](int fd) { ReadRequest(fd); }, "server-secret");
+  Harness h(server.address(), "client-secret", nullptr, milliseconds(1500));
+  h.Send(0, FUSE_LOOKUP, 10, 128, 128);
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.size(), 1u);
+  EXPECT_EQ(h.answers_[0].header.error, -ETIMEDOUT);
+  EXPECT_FALSE(h.channel().connected());
+  EXPECT_GE(server.refused_unanswered(), 1);
 }
 
 TEST(BackendChannelTest, UnreachableServerFailsFast) {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
+#include "frontend/client_auth.h"
 #include "frontend/cpu_list.h"
 #include "frontend/fusectl.h"
 #include "frontend/kernel_mount.h"
@@ -88,6 +89,8 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   BackendConfig config;
   config.address = server_addresses_.front();
   config.client_id = client_id_;
+  config.client_name =
+      options_.client_name.empty() ? DefaultClientName() : options_.client_name;
   config.token = token_;
   config.queue = queue;
   config.fuse_minor = init_.minor == 0 ? fuse::kKernelMinor : init_.minor;

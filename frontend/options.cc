@@ -64,6 +64,9 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
   } else if (key == "token_file") {
     if (auto s = need_value(); !s.ok()) return s;
     out->token_file = value;
+  } else if (key == "client_name") {
+    if (auto s = need_value(); !s.ok()) return s;
+    out->client_name = value;
   } else if (key == "stats_file") {
     if (auto s = need_value(); !s.ok()) return s;
     out->stats_file = value;
@@ -180,6 +183,8 @@ std::string Usage() {
          "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
          "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  ro\n"
+         "         client_name=NAME (default: the host name; the server's clients file lists\n"
+         "         it with the secret in token_file=, proven by challenge-response, never sent)\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"

@@ -30,7 +30,10 @@ struct MountOptions {
   bool read_only = false;
   Transport transport = Transport::kAuto;
   uint32_t queue_depth = 16;
+  // The secret proven to the server (never sent; frontend/client_auth.h), and the name it is
+  // listed under in the server's clients file (default: the host name).
   std::string token_file;
+  std::string client_name;
   std::string stats_file;
   bool writeback_cache = false;
   // Ask the server for post-operation directory attributes (common/dir_attrs.h).

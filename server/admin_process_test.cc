@@ -113,9 +113,8 @@ class ServerAdminProcessTest : public ringfs::testing::RingfsTestBase {
                                       const std::string& token = "") {
     wire::ClientHello hello = DefaultHello(client_id);
     hello.set_queue(queue);
-    hello.set_token(token);
     wire::ServerHello reply;
-    auto client = TestClient::Connect(env_->server_address(), hello, &reply);
+    auto client = TestClient::Connect(env_->server_address(), hello, &reply, token);
     EXPECT_TRUE(client.ok()) << client.status();
     EXPECT_EQ(reply.result(), wire::ServerHello::OK) << reply.message();
     return client.ok() ? *std::move(client) : nullptr;
@@ -391,6 +390,48 @@ TEST_F(ServerAdminProcessTest, TcpAdminRequiresTheToken) {
   admin::ExportInfo info;
   ASSERT_TRUE(stub_->GetExport(&authorized, {}, &info).ok());
   EXPECT_FALSE(info.draining()) << "the refused Drain changed nothing";
+}
+
+// The real process with a clients file: a world-readable one refuses to start (exit 2, naming
+// the file); a good one serves, and refusals show in /metrics by reason.
+TEST_F(ServerAdminProcessTest, ClientsFileRulesAndAuthFailureMetrics) {
+  const std::string clients = env_->base() + "/clients";
+  const std::string line = "alpha secret=hex:00112233445566778899aabbccddeeff\n";
+  ASSERT_EQ(ringfs::testing::WriteFile(clients, line, 0644), 0);
+  const std::string log = env_->base() + "/refused.log";
+  std::optional<int> refused = ringfs::testing::RunCommand(
+      {ringfs::testing::BinPath("ringfs-server"), "--export", env_->export_dir(), "--listen",
+       "127.0.0.1:0", "--clients", clients, "--handle-key", env_->base() + "/handle.key"},
+      log, std::chrono::seconds(10));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_TRUE(WIFEXITED(*refused) && WEXITSTATUS(*refused) == 2)
+      << ringfs::testing::DescribeWaitStatus(*refused);
+  EXPECT_NE(ringfs::testing::ReadFileOrEmpty(log).find("chmod 600"), std::string::npos)
+      << ringfs::testing::ReadFileOrEmpty(log);
+
+  ASSERT_EQ(chmod(clients.c_str(), 0600), 0);
+  metrics_port_ = ringfs::testing::UnusedLoopbackPort();
+  ringfs::testing::ServerOptions options;
+  options.extra_args = {"--clients", clients, "--metrics",
+                        "127.0.0.1:" + std::to_string(metrics_port_)};
+  ASSERT_TRUE(env_->StartServer(options));
+  // No secret: AUTH_FAILED (after the delay), counted as no_secret.
+  wire::ClientHello hello = DefaultHello("m1");
+  hello.set_client_name("alpha");
+  wire::ServerHello reply;
+  auto client = TestClient::Connect(env_->server_address(), hello, &reply);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_EQ(reply.result(), wire::ServerHello::AUTH_FAILED);
+  // The right secret gets in.
+  auto right = TestClient::Connect(env_->server_address(), hello, &reply,
+                                   std::string("\x00\x11\x22\x33\x44\x55\x66\x77\x88\x99"
+                                               "\xaa\xbb\xcc\xdd\xee\xff", 16));
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_EQ(reply.result(), wire::ServerHello::OK) << reply.message();
+  std::vector<Sample> samples = Scrape();
+  EXPECT_EQ(Value(samples, "ringfs_server_auth_failures_total", {{"reason", "no_secret"}}), 1);
+  EXPECT_EQ(Value(samples, "ringfs_server_auth_failures_total", {{"reason", "bad_proof"}}), 0);
+  EXPECT_EQ(Value(samples, "ringfs_server_auth_failures_total"), 1) << "all reasons together";
 }
 
 }  // namespace

@@ -50,6 +50,15 @@ grpc::Status AdminService::GetExport(grpc::ServerContext* context,
   });
 }
 
+grpc::Status AdminService::ListClients(grpc::ServerContext* context,
+                                       const admin::ListClientsRequest* request,
+                                       admin::ListClientsResponse* reply) {
+  return Serve(context, [&] {
+    *reply = backend_->ListClients();
+    return absl::OkStatus();
+  });
+}
+
 grpc::Status AdminService::SetSessionLimit(grpc::ServerContext* context,
                                            const admin::SetSessionLimitRequest* request,
                                            admin::SessionInfo* reply) {

@@ -23,6 +23,7 @@ class AdminBackend {
   virtual ~AdminBackend() = default;
   virtual admin::ListSessionsResponse ListSessions() const = 0;
   virtual admin::ExportInfo GetExport() const = 0;
+  virtual admin::ListClientsResponse ListClients() const = 0;
   // NotFound for a session that is not live. The reply is the session read back after the
   // owning worker applied the limit. REQUIRES: ValidateSessionLimit() accepted the values.
   virtual absl::StatusOr<admin::SessionInfo> SetSessionLimit(uint64_t session_id,
@@ -46,6 +47,8 @@ class AdminService final : public admin::ServerAdmin::Service {
                             admin::ListSessionsResponse* reply) override;
   grpc::Status GetExport(grpc::ServerContext* context, const admin::GetExportRequest* request,
                          admin::ExportInfo* reply) override;
+  grpc::Status ListClients(grpc::ServerContext* context, const admin::ListClientsRequest* request,
+                           admin::ListClientsResponse* reply) override;
   grpc::Status SetSessionLimit(grpc::ServerContext* context,
                                const admin::SetSessionLimitRequest* request,
                                admin::SessionInfo* reply) override;

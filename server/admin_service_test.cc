@@ -25,6 +25,11 @@ class FakeBackend final : public AdminBackend {
     info.set_path("/srv/export");
     return info;
   }
+  admin::ListClientsResponse ListClients() const override {
+    admin::ListClientsResponse reply;
+    reply.add_clients()->set_name("alpha");
+    return reply;
+  }
   absl::StatusOr<admin::SessionInfo> SetSessionLimit(uint64_t session_id,
                                                      uint32_t max_inflight) override {
     ++set_limit_calls;

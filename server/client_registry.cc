@@ -136,4 +136,12 @@ uint32_t DefaultMaxOpenFilesPerClient() {
   return static_cast<uint32_t>(std::clamp<rlim_t>(limit.rlim_cur / 4, kMin, kMax));
 }
 
+std::string ClientStateKey(std::string_view client_name, std::string_view client_id) {
+  if (client_id.empty()) return std::string();
+  std::string key(client_name);
+  key += '/';
+  key += client_id;
+  return key;
+}
+
 }  // namespace ringfs::server

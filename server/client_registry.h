@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -123,6 +124,12 @@ class ClientRegistry {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> clients_ ABSL_GUARDED_BY(mu_);
 };
+
+// The registry key of a session's state: the client's authenticated name and its client_id
+// ("name/client_id"; names never hold '/'), so one client can never attach to another's node
+// ids and open files by sending its client_id. An empty client_id stays empty (a private
+// state, see Attach).
+std::string ClientStateKey(std::string_view client_name, std::string_view client_id);
 
 // The default max_clients: a sixteenth of the soft RLIMIT_NOFILE, within [16, 65536]. A state
 // without open files costs two to three fds (root dup, and the export root for reopening by

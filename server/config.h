@@ -4,9 +4,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/log.h"
 #include "common/wire.h"
+#include "server/clients_file.h"
 #include "server/export_options.h"
 
 namespace ringfs::server {
@@ -14,7 +16,11 @@ namespace ringfs::server {
 struct ServerConfig {
   std::string export_dir;          // directory served as node 1
   std::string listen;              // "HOST:PORT" or "unix:PATH"
-  std::string token;               // shared secret; empty = no authentication
+  std::string token;               // --token-file: any client name, this secret; empty = none
+  // --clients: named clients with their secrets, options and sources (clients_file.h). With
+  // neither this nor `token` nothing is authenticated.
+  std::vector<ClientEntry> clients;
+  std::string clients_file;        // where `clients` came from, for logs
   ExportOptions export_options;    // --export-options: what clients may do (export_options.h)
   bool manage_gids = true;         // callers' supplementary groups from NSS (group_cache.h)
   uint32_t workers = 1;            // worker threads, each with one io_uring

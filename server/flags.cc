@@ -44,7 +44,8 @@ uint32_t OnlineCpus() {
 }  // namespace
 
 std::string_view Usage() {
-  return "usage: ringfs-server --export DIR --listen HOST:PORT|unix:PATH [--token-file F]\n"
+  return "usage: ringfs-server --export DIR --listen HOST:PORT|unix:PATH [--clients F]\n"
+         "                     [--token-file F]\n"
          "                     [--workers N] [--max-inflight N] [--ready-file F]\n"
          "                     [--log-level debug|info|warn|error] [--floor]\n"
          "                     [--admin unix:PATH|HOST:PORT] [--metrics HOST:PORT]\n"
@@ -53,6 +54,14 @@ std::string_view Usage() {
          "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
          "                     [--handle-key FILE] [--export-options OPTS]\n"
          "                     [--no-manage-gids]\n"
+         "  --clients  clients file: one client per line,\n"
+         "               NAME secret=FILE|hex:HEX [options=OPTS] [from=PREFIX,...]\n"
+         "             ('#' comments; FILE relative to the clients file; options= over\n"
+         "             --export-options; from= e.g. 10.0.0.0/8,::1/128, default any). Clients\n"
+         "             prove the secret by challenge-response; it never crosses the wire. The\n"
+         "             file and secret files must be mode 0600 (or stricter)\n"
+         "  --token-file  one secret any client name may use (with --export-options); with\n"
+         "             --clients, for names not listed. Neither: no authentication (warned)\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -123,6 +132,9 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto token = ReadTokenFile(value);
       if (!token.ok()) return token.status();
       config.token = *std::move(token);
+    } else if (arg == "--clients") {
+      if (value.empty()) return Bad("--clients wants a file name");
+      config.clients_file = value;
     } else if (arg == "--export-options") {
       auto options = ParseExportOptions(value);
       if (!options.ok()) return Bad(absl::StrFormat("--export-options: %s", options.status().message()));
@@ -182,6 +194,12 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
     } else {
       return Bad(absl::StrFormat("unknown flag '%s'", arg));
     }
+  }
+  // After the loop: entries default to --export-options wherever it stands.
+  if (!config.clients_file.empty()) {
+    auto clients = ReadClientsFile(config.clients_file, config.export_options);
+    if (!clients.ok()) return clients.status();
+    config.clients = *std::move(clients);
   }
   if (!have_export || config.export_dir.empty()) return Bad("--export DIR is required");
   if (!have_listen || config.listen.empty()) return Bad("--listen ADDR is required");

@@ -1,6 +1,7 @@
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -43,6 +44,34 @@ TEST(FlagsTest, ParsesAllFlags) {
   EXPECT_EQ(config->idle_timeout_s, 0u);
   EXPECT_EQ(config->max_open_files_per_client, 7u);
   unlink(token_file.c_str());
+  rmdir(dir);
+}
+
+// --clients: entries default to --export-options wherever that flag stands; a file others can
+// read, or a bad line, is a usage error.
+TEST(FlagsTest, ClientsFile) {
+  char dir[] = "/tmp/ringfs-flags-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string clients = std::string(dir) + "/clients";
+  std::ofstream(clients) << "a secret=hex:00112233445566778899aabbccddeeff options=ro\n";
+  ASSERT_EQ(chmod(clients.c_str(), 0600), 0);
+  auto config = Parse({"--export", dir, "--listen", "1:1", "--clients", clients,
+                       "--export-options", "all_squash,anonuid=5"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  ASSERT_EQ(config->clients.size(), 1u);
+  EXPECT_EQ(config->clients[0].name, "a");
+  EXPECT_TRUE(config->clients[0].options.read_only);
+  EXPECT_EQ(config->clients[0].options.squash, ExportOptions::Squash::kAll);
+  EXPECT_EQ(config->clients[0].options.anonuid, 5u);
+  EXPECT_EQ(config->clients_file, clients);
+  ASSERT_EQ(chmod(clients.c_str(), 0604), 0);
+  auto open = Parse({"--export", dir, "--listen", "1:1", "--clients", clients});
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("chmod 600"), std::string::npos) << open.status();
+  std::ofstream(clients) << "a secret=hex:00 \n";
+  ASSERT_EQ(chmod(clients.c_str(), 0600), 0);
+  EXPECT_FALSE(Parse({"--export", dir, "--listen", "1:1", "--clients", clients}).ok());
+  unlink(clients.c_str());
   rmdir(dir);
 }
 

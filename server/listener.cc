@@ -59,9 +59,6 @@ wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Optio
                   absl::StrFormat("server speaks wire version %u, client %u", wire::kWireVersion,
                                   hello.wire_version()));
   }
-  if (!options.token.empty() && !rpc::ConstantTimeEquals(hello.token(), options.token)) {
-    return refuse(wire::ServerHello::AUTH_FAILED, "wrong token");
-  }
   if (!hello.export_name().empty() && hello.export_name() != "/") {
     return refuse(wire::ServerHello::NO_SUCH_EXPORT,
                   absl::StrFormat("no export '%s' (this server exports only '/')",
@@ -166,11 +163,13 @@ void Listener::AcceptLoop() {
     Handshake* h = handshake.get();
     h->fd = fd;
     handshakes_.push_back(std::move(handshake));
-    h->thread = std::thread([this, h, fd, peer_text] { RunHandshake(h, UniqueFd(fd), peer_text); });
+    h->thread = std::thread(
+        [this, h, fd, peer_text, peer] { RunHandshake(h, UniqueFd(fd), peer_text, peer); });
   }
 }
 
-void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer) {
+void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
+                            sockaddr_storage peer_address) {
   uint64_t session_id = next_session_.fetch_add(1);
   // Marks the handshake finished before `fd` closes, so Stop() never shuts down a reused fd.
   auto finish = [&] {
@@ -179,7 +178,11 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
     handshake->done.store(true);
   };
   wire::ClientHello hello;
-  absl::Status received = wire::ReceiveHandshake(fd.get(), &hello);
+  std::string hello_body;  // the exact bytes: the authentication proofs cover them
+  absl::Status received = wire::ReceiveHandshakeBody(fd.get(), &hello_body);
+  if (received.ok() && !hello.ParseFromString(hello_body)) {
+    received = absl::InvalidArgumentError("malformed handshake message");
+  }
   if (!received.ok()) {
     RINGFS_LOG_WARN("handshake from %s failed: %s", peer, received.message());
     finish();
@@ -187,9 +190,28 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   }
   wire::ServerHello reply = Validate(hello, options_, session_id);
   reply.set_dir_attrs(hello.want_dir_attrs());
+  Authenticator::Outcome auth;
+  auth.client_name = hello.client_name();
+  auth.options = options_.export_options;
+  if (reply.result() == wire::ServerHello::OK && options_.auth != nullptr) {
+    auth = options_.auth->Authenticate(fd.get(), hello_body, hello, peer_address, peer,
+                                       /*channel_binding=*/"", reply);
+    const bool failed = auth.failure != Authenticator::Failure::kNone;
+    // Rate limited: closed at once, without crypto or delay. No proof: the client hung up.
+    const bool unanswered = auth.failure == Authenticator::Failure::kRateLimited ||
+                            auth.failure == Authenticator::Failure::kNoProof;
+    if (unanswered || (failed && !options_.auth->HoldRefusal())) {
+      finish();  // logged by the authenticator
+      return;
+    }
+    if (failed) {
+      reply.set_result(wire::ServerHello::AUTH_FAILED);
+      reply.set_message(auth.message);
+    }
+  }
   ClientRegistry::Lease client;
   if (reply.result() == wire::ServerHello::OK) {
-    auto lease = registry_->Attach(hello.client_id());
+    auto lease = registry_->Attach(ClientStateKey(auth.client_name, hello.client_id()));
     if (lease.ok()) {
       client = *std::move(lease);
     } else {
@@ -204,9 +226,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
                          client->seal != nullptr);
   absl::Status sent = wire::SendHandshake(fd.get(), reply);
   if (reply.result() != wire::ServerHello::OK) {
-    if (reply.result() == wire::ServerHello::AUTH_FAILED) {
-      RINGFS_LOG_WARN("refused client %s from %s: wrong token", hello.client_id(), peer);
-    } else {
+    // Authentication failures were logged (throttled) by the authenticator.
+    if (reply.result() != wire::ServerHello::AUTH_FAILED) {
       RINGFS_LOG_WARN("refused client %s from %s: %s", hello.client_id(), peer, reply.message());
     }
     finish();
@@ -218,9 +239,10 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
     return;
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
-  RINGFS_LOG_INFO("accepted client '%s' queue %u from %s as session %u (inflight %u, frame %u)",
-                  hello.client_id(), hello.queue(), peer, session_id, reply.max_inflight(),
-                  reply.max_frame_bytes());
+  RINGFS_LOG_INFO("accepted client '%s' (name '%s', %s) queue %u from %s as session %u "
+                  "(inflight %u, frame %u)",
+                  hello.client_id(), auth.client_name, FormatExportOptions(auth.options),
+                  hello.queue(), peer, session_id, reply.max_inflight(), reply.max_frame_bytes());
   ConnectionSetup setup;
   setup.fd = std::move(fd);
   setup.peer = std::move(peer);
@@ -233,7 +255,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
-  setup.export_options = options_.export_options;
+  setup.client_name = auth.client_name;
+  setup.export_options = auth.options;
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

@@ -1,6 +1,6 @@
 // Accepts data connections, runs the handshake (each on a short-lived thread with the wire's
-// 5 s deadline, so a slow peer never holds up others), validates version, token, export and
-// limits, and hands accepted connections to the workers through `handoff`.
+// 5 s deadline, so a slow peer never holds up others), validates version, export and limits,
+// has the Authenticator check who the client is (server/authenticator.h), and hands accepted connections to the workers through `handoff`.
 // Start()/StopAccepting()/Stop() from one controlling thread at a time (the Server serialises
 // them); `handoff` is called from handshake threads.
 #pragma once
@@ -19,6 +19,7 @@
 #include "common/wire.h"
 #include "common/unique_fd.h"
 #include "proto/handshake.pb.h"
+#include "server/authenticator.h"
 #include "server/client_registry.h"
 #include "server/export_options.h"
 #include "server/worker.h"
@@ -29,11 +30,12 @@ class Listener {
  public:
   struct Options {
     std::string listen;  // "HOST:PORT" (port 0 = any free port) or "unix:PATH"
-    std::string token;   // empty: no authentication
+    // Who may connect and with which options; null: everyone, with export_options.
+    std::shared_ptr<Authenticator> auth;
     uint32_t max_inflight = wire::kDefaultMaxInflight;
     std::string server_id;
     uint64_t instance_id = 0;  // ServerHello.instance_id (id_space.h DrawInstanceId)
-    ExportOptions export_options;  // of every session (--export-options)
+    ExportOptions export_options;  // of every session when `auth` is null
   };
   using Handoff = std::function<void(ConnectionSetup)>;
 
@@ -64,7 +66,8 @@ class Listener {
   };
 
   void AcceptLoop();
-  void RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer);
+  void RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
+                    sockaddr_storage peer_address);
   void ReapHandshakes(bool all);
 
   const Options options_;

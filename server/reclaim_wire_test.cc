@@ -246,7 +246,7 @@ TEST_F(ReclaimTest, OpenFilesAndNodesSurviveARestartWithTheSameKey) {
   EXPECT_EQ(stale.reply.header.error, -ESTALE);
   EXPECT_EQ(Reclaim(b, notes, /*nlookup=*/2), (std::vector<int32_t>{0, 0, 0}));
   EXPECT_EQ(Reclaim(b, notes, /*nlookup=*/2), (std::vector<int32_t>{0, 0, 0})) << "a replay";
-  EXPECT_EQ(server_->registry()->GetOrCreate(kClientId).value()->nodes->LookupCount(a_id), 2u);
+  EXPECT_EQ(server_->registry()->GetOrCreate(ClientStateKey("", kClientId)).value()->nodes->LookupCount(a_id), 2u);
   const std::vector<wire::ReopenRecord> reopen = {
       {.fh = a_fh, .nodeid = a_id, .flags = O_RDWR, .directory = 0},
       {.fh = d_fh, .nodeid = d_id, .flags = O_RDONLY | O_DIRECTORY, .directory = 1},

@@ -75,7 +75,7 @@ class ReplayTest : public ::testing::Test {
   }
 
   ClientState& State() {
-    auto state = server_->registry()->GetOrCreate(kClientId);
+    auto state = server_->registry()->GetOrCreate(ClientStateKey("", kClientId));
     EXPECT_TRUE(state.ok());
     return **state;
   }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -31,7 +32,11 @@ constexpr absl::Duration kDrainPoll = absl::Milliseconds(10);
 admin::SessionInfo ToSessionInfo(const SessionStats& s) {
   admin::SessionInfo info;
   info.set_session_id(s.session_id);
-  info.set_client_id(s.client_id);
+  // The state key is "name/client_id" (ClientStateKey): the client_id is what the client sent.
+  info.set_client_id(s.client_id.empty() ? s.client_id
+                                         : s.client_id.substr(s.client_name.size() + 1));
+  info.set_client_name(s.client_name);
+  info.set_export_options(s.export_options);
   info.set_peer(s.peer);
   info.set_queue(s.queue);
   info.set_inflight(Read(s.inflight));
@@ -41,6 +46,26 @@ admin::SessionInfo ToSessionInfo(const SessionStats& s) {
   info.set_bytes_sent(Read(s.bytes_sent));
   info.set_connected_unix_ns(s.connected_unix_ns);
   return info;
+}
+
+// Who may connect (authenticator.h), from the clients file and --token-file. Without either
+// everyone gets in, as before there was authentication: say so loudly once.
+std::shared_ptr<Authenticator> MakeAuthenticator(const ServerConfig& config) {
+  Authenticator::Options options;
+  options.clients = config.clients;
+  options.any_name_secret = config.token;
+  options.defaults = config.export_options;
+  auto auth = std::make_shared<Authenticator>(std::move(options));
+  if (!auth->required()) {
+    RINGFS_LOG_WARN("no --clients and no --token-file: every client is accepted without "
+                    "authentication, under any name, with --export-options %s",
+                    FormatExportOptions(config.export_options));
+  } else {
+    RINGFS_LOG_INFO("authentication required: %u named client(s)%s%s", config.clients.size(),
+                    config.clients_file.empty() ? "" : " from " + config.clients_file,
+                    config.token.empty() ? "" : ", and any name with the --token-file secret");
+  }
+  return auth;
 }
 
 }  // namespace
@@ -74,6 +99,7 @@ absl::Status Server::Start() {
                   registry_options.max_sessions_per_client,
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
+  auth_ = MakeAuthenticator(config_);  // before the reaper, which flushes its log
   reaper_ = std::thread([this] { ReapLoop(); });
   const bool act_as_callers = CanActAsCallers();
   if (config_.manage_gids) groups_ = std::make_unique<GroupCache>();
@@ -100,7 +126,8 @@ absl::Status Server::Start() {
     stats.push_back(&workers_.back()->stats());
   }
   if (!config_.metrics.empty()) {
-    metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics);
+    metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics,
+                                               auth_.get());
     RETURN_IF_ERROR(metrics_->Start());
   }
   // Before the listener: binding the Unix socket narrows the process umask for a moment, and
@@ -111,7 +138,7 @@ absl::Status Server::Start() {
   }
   Listener::Options options;
   options.listen = config_.listen;
-  options.token = config_.token;
+  options.auth = auth_;
   options.export_options = config_.export_options;
   options.max_inflight = config_.max_inflight;
   options.server_id = server_id_;
@@ -136,6 +163,7 @@ void Server::Stop() {
   if (metrics_) metrics_stop = std::thread([this] { metrics_->Stop(); });
   // Then the admin service: no RPC runs on the components below while they stop.
   if (admin_) admin_->Stop();
+  if (auth_) auth_->CancelWaits();  // refusals held back answer now: the listener joins them
   {
     absl::MutexLock lock(&listener_mu_);
     if (listener_) listener_->Stop();
@@ -153,6 +181,7 @@ void Server::ReapLoop() {
   const absl::Duration period = std::clamp(absl::Seconds(config_.reclaim_grace_s) / 4,
                                            absl::Milliseconds(50), absl::Seconds(5));
   while (!stop_reaper_.WaitForNotificationWithTimeout(period)) {
+    if (auth_) auth_->FlushLog();  // a refusal flood that stopped is summarised in the log
     if (size_t freed = registry_->Reap(); freed > 0) {
       RINGFS_LOG_INFO("freed the state of %u client(s) without a session for %ds (%u kept)",
                       freed, config_.reclaim_grace_s, registry_->size());
@@ -185,6 +214,32 @@ const std::string& Server::bound_address() const { return bound_address_; }
 admin::ListSessionsResponse Server::ListSessions() const {
   admin::ListSessionsResponse reply;
   for (const auto& session : sessions_.List()) *reply.add_sessions() = ToSessionInfo(*session);
+  return reply;
+}
+
+admin::ListClientsResponse Server::ListClients() const {
+  admin::ListClientsResponse reply;
+  reply.set_authentication_required(auth_ != nullptr && auth_->required());
+  auto add = [&](const std::string& name, const ExportOptions& options, std::string sources) {
+    admin::ClientInfo* client = reply.add_clients();
+    client->set_name(name);
+    client->set_export_options(FormatExportOptions(options));
+    client->set_allowed_sources(std::move(sources));
+    return client;
+  };
+  absl::flat_hash_map<std::string, admin::ClientInfo*> by_name;
+  for (const ClientEntry& entry : config_.clients) {
+    by_name[entry.name] = add(entry.name, entry.options, entry.FromText());
+  }
+  // Sessions under no listed name: the --token-file entry (any name) or no authentication.
+  admin::ClientInfo* others = nullptr;
+  for (const auto& session : sessions_.List()) {
+    auto it = by_name.find(session->client_name);
+    admin::ClientInfo* client = it != by_name.end() ? it->second : others;
+    if (client == nullptr) client = others = add("", config_.export_options, "any");
+    *client->add_sessions() = ToSessionInfo(*session);
+  }
+  if (others == nullptr && !config_.token.empty()) add("", config_.export_options, "any");
   return reply;
 }
 

@@ -19,6 +19,7 @@
 #include "common/unique_fd.h"
 #include "server/admin_server.h"
 #include "server/admin_service.h"
+#include "server/authenticator.h"
 #include "server/client_registry.h"
 #include "server/group_cache.h"
 #include "server/config.h"
@@ -48,12 +49,15 @@ class Server final : public AdminBackend {
   std::string admin_address() const { return admin_ ? admin_->address() : std::string(); }
   std::string metrics_address() const { return metrics_ ? metrics_->address() : std::string(); }
   ClientRegistry* registry() { return registry_.get(); }
+  // After Start(): who may connect, and the counts of refusals by reason.
+  const Authenticator* authenticator() const { return auth_.get(); }
   // After Start(): this process's ServerHello.instance_id.
   uint64_t instance_id() const { return instance_id_; }
 
   // AdminBackend.
   admin::ListSessionsResponse ListSessions() const override;
   admin::ExportInfo GetExport() const override;
+  admin::ListClientsResponse ListClients() const override;
   absl::StatusOr<admin::SessionInfo> SetSessionLimit(uint64_t session_id,
                                                      uint32_t max_inflight) override;
   admin::DrainResponse Drain(absl::Duration timeout, std::function<bool()> cancelled) override;
@@ -73,6 +77,7 @@ class Server final : public AdminBackend {
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
   std::unique_ptr<GroupCache> groups_;  // null with --no-manage-gids
+  std::shared_ptr<Authenticator> auth_;  // shared with the listener
   std::thread reaper_;
   absl::Notification stop_reaper_;
   SessionTable sessions_;

@@ -44,8 +44,9 @@ std::string ErrnoName(int err) {
 
 class ServerMetrics::Collector : public prometheus::Collectable {
  public:
-  Collector(std::vector<const WorkerStats*> workers, const SessionTable* sessions)
-      : workers_(std::move(workers)), sessions_(sessions) {}
+  Collector(std::vector<const WorkerStats*> workers, const SessionTable* sessions,
+            const Authenticator* auth)
+      : workers_(std::move(workers)), sessions_(sessions), auth_(auth) {}
 
   std::vector<MetricFamily> Collect() const override {
     MetricFamily requests =
@@ -117,10 +118,21 @@ class ServerMetrics::Collector : public prometheus::Collectable {
       AddSample(inflight, {{"session", absl::StrCat(s->session_id)}}, Read(s->inflight));
     }
 
+    MetricFamily auth_failures =
+        Family("ringfs_server_auth_failures_total",
+               "Refused authentication attempts, by reason", MetricType::Counter);
+    if (auth_ != nullptr) {
+      for (size_t r = 1; r < Authenticator::kFailureKinds; ++r) {
+        auto reason = static_cast<Authenticator::Failure>(r);
+        AddSample(auth_failures, {{"reason", std::string(Authenticator::FailureName(reason))}},
+                  static_cast<double>(auth_->failures(reason)));
+      }
+    }
+
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
          {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &sessions,
-          &inflight}) {
+          &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;
@@ -148,11 +160,15 @@ class ServerMetrics::Collector : public prometheus::Collectable {
 
   const std::vector<const WorkerStats*> workers_;
   const SessionTable* const sessions_;
+  const Authenticator* const auth_;
 };
 
 ServerMetrics::ServerMetrics(std::vector<const WorkerStats*> workers, const SessionTable* sessions,
-                             std::string address)
-    : workers_(std::move(workers)), sessions_(sessions), address_(std::move(address)) {}
+                             std::string address, const Authenticator* auth)
+    : workers_(std::move(workers)),
+      sessions_(sessions),
+      auth_(auth),
+      address_(std::move(address)) {}
 
 ServerMetrics::~ServerMetrics() { Stop(); }
 
@@ -166,7 +182,7 @@ absl::Status ServerMetrics::CheckAddress(const std::string& address) {
 
 absl::Status ServerMetrics::Start() {
   if (absl::Status valid = CheckAddress(address_); !valid.ok()) return valid;
-  return endpoint_.Start(address_, std::make_shared<Collector>(workers_, sessions_),
+  return endpoint_.Start(address_, std::make_shared<Collector>(workers_, sessions_, auth_),
                          /*threads=*/1);
 }
 

@@ -9,6 +9,7 @@
 //   ringfs_server_sessions                             gauge, live data connections
 //   ringfs_server_frames_rejected_total{reason}        counter, every reason (RejectReasonName)
 //   ringfs_server_inflight{session}                    gauge, per live session
+//   ringfs_server_auth_failures_total{reason}          counter, every reason (authenticator.h)
 // Used by the Server's controlling thread: Start() once, Stop() once. The workers and the
 // session table must outlive it; scrapes run on prometheus-cpp's threads.
 #pragma once
@@ -19,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "common/rpc/metrics_endpoint.h"
+#include "server/authenticator.h"
 #include "server/server_stats.h"
 
 namespace prometheus {
@@ -30,8 +32,9 @@ namespace ringfs::server {
 class ServerMetrics {
  public:
   // `address`: HOST:PORT ([ADDR]:PORT for IPv6); port 0 picks a free port.
+  // `auth` (may be null) must outlive the metrics too; its counters are its own (atomics).
   ServerMetrics(std::vector<const WorkerStats*> workers, const SessionTable* sessions,
-                std::string address);
+                std::string address, const Authenticator* auth = nullptr);
   ~ServerMetrics();  // Stop()
 
   // InvalidArgument unless `address` is HOST:PORT.
@@ -48,6 +51,7 @@ class ServerMetrics {
 
   const std::vector<const WorkerStats*> workers_;
   const SessionTable* const sessions_;
+  const Authenticator* const auth_;
   std::string address_;
   rpc::MetricsEndpoint endpoint_;
 };

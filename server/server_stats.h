@@ -60,7 +60,9 @@ struct WorkerStats {
 // One live session (= one data connection). The identity fields are fixed at creation.
 struct SessionStats {
   uint64_t session_id = 0;
-  std::string client_id;
+  std::string client_id;  // the key of its client's state: ClientStateKey(client_name, id)
+  std::string client_name;
+  std::string export_options;  // FormatExportOptions of the session's options
   std::string peer;
   uint32_t queue = 0;   // the client's kernel queue (ClientHello.queue)
   uint32_t worker = 0;  // index of the owning worker

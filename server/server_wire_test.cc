@@ -149,12 +149,15 @@ TEST_F(WireTest, TokenChecked) {
   server_->Stop();
   StartServer("s3cret");
   wire::ClientHello hello = DefaultHello();
-  hello.set_token("wrong");
+  wire::ServerHello reply;
+  auto wrong = TestClient::Connect(address_, hello, &reply, "wrong");
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kPermissionDenied)
+      << "a client must not trust a server whose proof does not match its secret";
+  // No secret at all: refused with a message that says what is missing.
   EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::AUTH_FAILED);
-  hello.set_token("");
-  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::AUTH_FAILED);
-  hello.set_token("s3cret");
-  EXPECT_EQ(HandshakeResult(hello), wire::ServerHello::OK);
+  auto right = TestClient::Connect(address_, hello, &reply, "s3cret");
+  ASSERT_TRUE(right.ok()) << right.status();
+  EXPECT_EQ(reply.result(), wire::ServerHello::OK) << reply.message();
 }
 
 TEST_F(WireTest, BadMagicClosed) {
@@ -494,7 +497,7 @@ TEST_F(WireTest, ConcurrentConnectionsOfOneClient) {
   }
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
-  auto state = server_->registry()->GetOrCreate("stress");
+  auto state = server_->registry()->GetOrCreate(ClientStateKey("", "stress"));
   ASSERT_TRUE(state.ok());
   EXPECT_EQ((*state)->handles.size(), 0u);
   EXPECT_EQ((*state)->nodes->size(), 1u);  // every node forgotten, only the root is left
@@ -571,7 +574,7 @@ TEST_F(WireTest, ThousandsOfLookupsUnderLowFdLimit) {
   r = Call(*client, Frame(FUSE_READ, ++unique_, ids[12], ReadIn(r.As<fuse_open_out>().fh, 0, 64)));
   EXPECT_EQ(r.body, std::string(12, 'z'));
 
-  auto state = server_->registry()->GetOrCreate("many-files");
+  auto state = server_->registry()->GetOrCreate(ClientStateKey("", "many-files"));
   ASSERT_TRUE(state.ok());
   EXPECT_EQ((*state)->nodes->size(), static_cast<size_t>(kFiles) + 1);
   // FORGET of every node, then the server is down to the root again.

@@ -58,10 +58,13 @@ class TestClient {
  public:
   // Connects to `address` ("HOST:PORT" or "unix:PATH") and sends only the raw bytes given.
   static absl::StatusOr<std::unique_ptr<TestClient>> ConnectRaw(const std::string& address);
-  // Connects and completes a handshake; `reply` receives the ServerHello.
+  // Connects and completes a handshake; `reply` receives the final ServerHello. With a
+  // `secret` the hello gets a nonce (unless it has one) and a challenge is answered;
+  // PermissionDenied when the server's proof is wrong (nothing is sent then).
   static absl::StatusOr<std::unique_ptr<TestClient>> Connect(const std::string& address,
                                                              const wire::ClientHello& hello,
-                                                             wire::ServerHello* reply);
+                                                             wire::ServerHello* reply,
+                                                             const std::string& secret = "");
 
   absl::Status Send(const std::string& bytes);
   absl::StatusOr<Reply> Receive(std::chrono::milliseconds timeout = std::chrono::seconds(10));

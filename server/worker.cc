@@ -369,6 +369,8 @@ void Worker::AddConnection(ConnectionSetup setup) {
   c->stats = std::make_shared<SessionStats>();
   c->stats->session_id = c->setup.session_id;
   c->stats->client_id = c->setup.client->client_id;
+  c->stats->client_name = c->setup.client_name;
+  c->stats->export_options = FormatExportOptions(c->setup.export_options);
   c->stats->peer = c->setup.peer;
   c->stats->queue = c->setup.queue;
   c->stats->worker = options_.index;

@@ -49,6 +49,8 @@ struct ConnectionSetup {
   bool dir_attrs = false;  // append post-op directory attributes (common/dir_attrs.h)
   // Node-handle notifications and reclaim (common/node_handle.h). REQUIRES: client->seal set.
   bool node_handles = false;
+  // The client's name (authenticated when the server requires a secret; server/authenticator.h).
+  std::string client_name;
   // What this session's client may do (squash, ro): the client's entry in the clients file, or
   // the server's --export-options.
   ExportOptions export_options;

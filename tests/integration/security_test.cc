@@ -14,8 +14,11 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "tests/harness/ringfs_test.h"
 
@@ -330,6 +333,81 @@ TEST_P(PermissionTest, UnprivilegedWritesAndTruncatesClearSetuidSetgid) {
   struct stat st {};
   ASSERT_EQ(::stat(written.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0777u);
+}
+
+// Per-client options and identity through real mounts: the server's clients file names two
+// clients; each mounts with its own client_name= and secret (token_file=), and the admin service
+// (ringfsctl server clients) shows every session under its client with that client's options.
+// A mount that names a client with another client's secret never mounts.
+//
+// The executor's enforcement of `ro` comes with a parallel change; until it is on this branch
+// the test asserts on the options the server attached to the session, not on EROFS.
+class ClientsFileTest : public RingfsTestBase {};
+
+TEST_F(ClientsFileTest, PerClientOptionsReachTheSessions) {
+  ASSERT_TRUE(NewEnv());
+  const std::string base = env_->base();
+  ASSERT_EQ(WriteFile(base + "/reader.key", "reader secret 1\n", 0600), 0);
+  ASSERT_EQ(WriteFile(base + "/writer.key", "writer secret 2\n", 0600), 0);
+  ASSERT_EQ(WriteFile(base + "/clients",
+                      "# integration clients\n"
+                      "reader secret=reader.key options=ro,all_squash from=127.0.0.1/32\n"
+                      "writer secret=writer.key options=rw,no_root_squash\n",
+                      0600),
+            0);
+  const std::string admin = "unix:" + base + "/admin.sock";
+  ServerOptions so;
+  so.extra_args = {"--clients", base + "/clients", "--admin", admin};
+  ASSERT_TRUE(env_->StartServer(so));
+
+  // The reader's name with the writer's secret: the mount refuses the server (its proof is
+  // made with the reader's secret) and gives up; the server logs the failed attempt.
+  MountOptions wrong;
+  wrong.token_file = base + "/writer.key";
+  wrong.extra = {"client_name=reader"};
+  auto status = env_->MountExpectingFailure(wrong, env_->server_address(), std::chrono::seconds(20));
+  ASSERT_TRUE(status.has_value()) << "a mount with another client's secret neither failed nor "
+                                     "gave up within 20 s";
+  EXPECT_FALSE(IsMounted(env_->mount_dir()));
+  // The server notices the hang-up on its handshake thread, maybe after the mount is gone.
+  bool logged = false;
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+       !logged && std::chrono::steady_clock::now() < deadline;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    logged = ReadFileOrEmpty(env_->server_log()).find("auth: refused client 'reader'") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(logged) << ReadFileOrEmpty(env_->server_log());
+
+  MountOptions reader;
+  reader.token_file = base + "/reader.key";
+  reader.extra = {"client_name=reader"};
+  ASSERT_TRUE(env_->Mount(reader));
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_EQ(WriteFile(env_->Exp("seen"), "from the export"), 0);
+  EXPECT_EQ(ReadFile(env_->Mnt("seen")), "from the export");
+
+  const std::string listing = base + "/clients.json";
+  auto ran = RunCommand({BinPath("ringfsctl"), "--json", "server", "--admin", admin, "clients"},
+                        listing, std::chrono::seconds(10));
+  ASSERT_TRUE(ran.has_value() && WIFEXITED(*ran) && WEXITSTATUS(*ran) == 0)
+      << ReadFileOrEmpty(listing);
+  // Proto field names, whitespace removed (the pretty form's spacing is not ours to test).
+  std::string json = ReadFileOrEmpty(listing);
+  json.erase(std::remove_if(json.begin(), json.end(), [](char c) { return isspace(c); }),
+             json.end());
+  // The reader's entry comes first (file order) and carries its sessions; the writer has none.
+  size_t reader_at = json.find("\"name\":\"reader\"");
+  size_t writer_at = json.find("\"name\":\"writer\"");
+  ASSERT_NE(reader_at, std::string::npos) << json;
+  ASSERT_NE(writer_at, std::string::npos) << json;
+  const std::string reader_part = json.substr(reader_at, writer_at - reader_at);
+  EXPECT_NE(reader_part.find("\"client_name\":\"reader\""), std::string::npos) << json;
+  EXPECT_NE(reader_part.find("\"export_options\":\"ro,all_squash"), std::string::npos) << json;
+  EXPECT_NE(reader_part.find("127.0.0.1/32"), std::string::npos) << json;
+  EXPECT_EQ(json.substr(writer_at).find("\"session_id\""), std::string::npos)
+      << "the writer has no session: " << json;
+  EXPECT_TRUE(env_->Unmount());
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(PermissionTest);
