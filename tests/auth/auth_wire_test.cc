@@ -150,6 +150,9 @@ class AuthWireTest : public ::testing::Test {
     server::ServerConfig config;
     config.token = token;
     config.export_dir = export_.path();
+    // Callers act as themselves and alpha's root is squashed: the export is open to all, since
+    // these tests are about who connects, not about permissions (security_wire_test).
+    ::chmod(export_.path().c_str(), 0777);
     config.listen = "127.0.0.1:0";
     config.workers = 2;
     config.clients = entries_;
