@@ -31,6 +31,14 @@ struct MountOptions {
   Transport transport = Transport::kAuto;
   uint32_t queue_depth = 16;
   std::string token_file;
+  // TLS 1.3 to the server (`tls`; implied by any tls_*= option): the CA that signed its
+  // certificate (default: the system's trust store), a client certificate for servers that
+  // require one, and the name its certificate must carry (default: the host of the source).
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_name;
   std::string stats_file;
   bool writeback_cache = false;
   // Ask the server for post-operation directory attributes (common/dir_attrs.h).

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/hello_channel.h"
 #include "common/log.h"
 #include "common/rpc/endpoint.h"
 #include "common/status.h"
@@ -178,8 +179,19 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
     handshake->fd = -1;
     handshake->done.store(true);
   };
+  // With TLS the TLS handshake comes first, within the same deadline (wire_format.md §1).
+  absl::StatusOr<HelloChannel> channel =
+      options_.tls != nullptr ? HelloChannel::ServerTls(fd.get(), options_.tls)
+                              : HelloChannel(fd.get());
+  if (!channel.ok()) {
+    RINGFS_LOG_WARN("TLS handshake with %s failed: %s", peer, channel.status().message());
+    finish();
+    return;
+  }
+  const std::string subject =
+      channel->stream() != nullptr ? channel->stream()->PeerSubject() : std::string();
   wire::ClientHello hello;
-  absl::Status received = wire::ReceiveHandshake(fd.get(), &hello);
+  absl::Status received = channel->Receive(&hello);
   if (!received.ok()) {
     RINGFS_LOG_WARN("handshake from %s failed: %s", peer, received.message());
     finish();
@@ -202,7 +214,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   // Only where the client's table keeps nodes by handle (not PathNodeTable) and a key seals them.
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
-  absl::Status sent = wire::SendHandshake(fd.get(), reply);
+  absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     if (reply.result() == wire::ServerHello::AUTH_FAILED) {
       RINGFS_LOG_WARN("refused client %s from %s: wrong token", hello.client_id(), peer);
@@ -218,9 +230,12 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
     return;
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
-  RINGFS_LOG_INFO("accepted client '%s' queue %u from %s as session %u (inflight %u, frame %u)",
+  RINGFS_LOG_INFO("accepted client '%s' queue %u from %s as session %u (inflight %u, frame %u)%s",
                   hello.client_id(), hello.queue(), peer, session_id, reply.max_inflight(),
-                  reply.max_frame_bytes());
+                  reply.max_frame_bytes(),
+                  options_.tls == nullptr ? ""
+                  : subject.empty()       ? " over TLS"
+                                          : absl::StrFormat(" over TLS, certificate %s", subject));
   ConnectionSetup setup;
   setup.fd = std::move(fd);
   setup.peer = std::move(peer);
@@ -234,6 +249,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer)
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
   setup.export_options = options_.export_options;
+  setup.tls = channel->TakeStream();
+  setup.peer_subject = subject;
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include "common/tls_context.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -96,6 +98,10 @@ absl::Status Server::Start() {
     RETURN_IF_ERROR(admin_->Start());
   }
   Listener::Options options;
+  if (!config_.tls_cert.empty()) {
+    ASSIGN_OR_RETURN(options.tls, tls::Context::ForServer(
+                                      {config_.tls_cert, config_.tls_key, config_.tls_ca}));
+  }
   options.listen = config_.listen;
   options.token = config_.token;
   options.export_options = config_.export_options;
