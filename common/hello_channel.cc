@@ -102,7 +102,7 @@ absl::Status HelloChannel::ReceiveSome(const char* during) {
       stream_->FeedCiphertext(buf, static_cast<size_t>(n));
       return absl::OkStatus();
     }
-    if (n == 0) {
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) {
       return absl::UnavailableError(absl::StrFormat(
           "the peer closed the connection during %s (a peer without TLS does that)", during));
     }
