@@ -95,6 +95,7 @@ absl::Status Server::Start() {
   // until clients are accepted no worker creates files.
   if (!config_.admin.empty()) {
     admin_ = std::make_unique<AdminServer>(this, config_.admin, config_.token);
+    admin_->SetTls({config_.tls_cert, config_.tls_key, config_.tls_ca});
     RETURN_IF_ERROR(admin_->Start());
   }
   Listener::Options options;

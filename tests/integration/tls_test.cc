@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -90,6 +92,7 @@ class TlsTest : public RingfsTestBase {
   std::string Exp(const std::string& rel) const { return env_->Exp(rel); }
 
   tls::TestPki pki_;
+  std::string ctl_output_;
 };
 
 class TlsDataTest : public TlsTest, public ::testing::WithParamInterface<std::string> {};
@@ -163,6 +166,31 @@ TEST_F(TlsTest, MissingClientCertificateRefused) {
   ASSERT_TRUE(env_->StartServer(TlsServer(/*mutual=*/true)));
   ExpectRefused(TlsMount(), "certificate required");
   EXPECT_TRUE(LogSays(env_->server_log(), "did not return a certificate"));
+}
+
+// The admin service over TCP with --tls-cert: ringfsctl reaches it with the CA, not without.
+TEST_F(TlsTest, AdminServiceOverTls) {
+  const std::string token = env_->base() + "/admin.token";
+  ASSERT_EQ(WriteFile(token, "admin-secret\n", 0600), 0);
+  ServerOptions o = TlsServer();
+  o.token_file = token;
+  o.extra_args.insert(o.extra_args.end(), {"--admin", "127.0.0.1:0"});
+  ASSERT_TRUE(env_->StartServer(o));
+  ASSERT_TRUE(LogSays(env_->server_log(), "(TLS, token required)"));
+  const std::string log = Slurp(env_->server_log());
+  const size_t at = log.find("admin service on ") + strlen("admin service on ");
+  const std::string admin = log.substr(at, log.find(' ', at) - at);
+  auto ctl = [&](const std::string& tls) {
+    const std::string out = env_->base() + "/ctl.out";
+    std::string cmd = std::string(RINGFS_BIN_DIR) + "/ringfsctl server --admin " + admin +
+                      " --token-file " + token + " " + tls + " export > " + out + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    ctl_output_ = Slurp(out);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(ctl("--tls-ca " + pki_.ca), 0) << ctl_output_;
+  EXPECT_NE(ctl(""), 0) << ctl_output_;
+  EXPECT_NE(ctl("--tls-ca " + pki_.other_ca), 0) << ctl_output_;
 }
 
 // Writes a known pattern and reads a 0600 file through a recording proxy.
