@@ -178,8 +178,13 @@ class Client {
     }
     channel_ = grpc::CreateChannel(endpoint_.GrpcAddress(), *credentials);
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
-      fprintf(stderr, "ringfsctl: cannot reach %s within %ld s\n", endpoint_.ToString().c_str(),
-              static_cast<long>(kConnectTimeout.count()));
+      // A TLS service and a plaintext client (or the reverse) only ever time out here.
+      const bool tcp = endpoint_.kind == rpc::Endpoint::Kind::kTcp;
+      fprintf(stderr, "ringfsctl: cannot reach %s within %ld s%s\n", endpoint_.ToString().c_str(),
+              static_cast<long>(kConnectTimeout.count()),
+              !tcp                     ? ""
+              : command_.tls_ca.empty() ? " (a service started with TLS needs --tls-ca)"
+                                        : " (is it serving TLS, with a certificate --tls-ca trusts?)");
       return kExitFailed;
     }
     return kExitOk;
