@@ -344,7 +344,8 @@ void BackendChannel::OnConnectStep(Op op, int res) {
         static_cast<int>((config_.connect_timeout + wire::kHandshakeTimeout).count()))));
     return;
   }
-  if (res < 0 && tls_ != nullptr && !tls_->last_error().empty()) {
+  // The TLS reason of a failed step says more than its errno (a connect has none yet).
+  if (res < 0 && op != Op::kConnect && tls_ != nullptr && !tls_->last_error().empty()) {
     ConnectFailed(absl::UnavailableError(absl::StrFormat(
         "TLS with %s (as '%s'): %s", where, TlsServerName(config_), tls_->last_error())));
     return;
@@ -376,6 +377,7 @@ void BackendChannel::OnConnectStep(Op op, int res) {
       return;
     }
   } else if (op == Op::kTlsHandshake) {
+    // TLS is up: the hello goes out through it below.
   } else if (res == 0) {
     ConnectFailed(absl::UnavailableError(
         absl::StrFormat("handshake with %s: the server closed the connection", where)));
