@@ -95,7 +95,9 @@ absl::Status ControlServer::Start() {
   }
   RINGFS_LOG_INFO(
       "control service on %s%s", endpoint_.ToString(),
-      endpoint_.kind == rpc::Endpoint::Kind::kTcp ? " (token required)" : " (mode 0600)");
+      endpoint_.kind != rpc::Endpoint::Kind::kTcp ? " (mode 0600)"
+      : options_.tls.cert.empty()                 ? " (token required)"
+                                                  : " (TLS, token required)");
   return absl::OkStatus();
 }
 

@@ -193,6 +193,33 @@ TEST_F(TlsTest, AdminServiceOverTls) {
   EXPECT_NE(ctl("--tls-ca " + pki_.other_ca), 0) << ctl_output_;
 }
 
+// A mount's TCP control service with tls_cert=/tls_key=: ringfsctl reaches it with the CA only.
+TEST_F(TlsTest, ControlServiceOverTls) {
+  const std::string token = env_->base() + "/control.token";
+  ASSERT_EQ(WriteFile(token, "control-secret\n", 0600), 0);
+  ASSERT_TRUE(env_->StartServer(TlsServer()));
+  MountOptions o = TlsMount();
+  o.extra.insert(o.extra.end(), {"tls_cert=" + pki_.server_cert, "tls_key=" + pki_.server_key,
+                                 "control=127.0.0.1:0", "control_token_file=" + token});
+  ASSERT_TRUE(env_->Mount(o));
+  ASSERT_TRUE(LogSays(env_->mount_log(), "(TLS, token required)")) << Slurp(env_->mount_log());
+  const std::string log = Slurp(env_->mount_log());
+  const size_t at = log.find("control service on ") + strlen("control service on ");
+  const std::string control = log.substr(at, log.find(' ', at) - at);
+  auto ctl = [&](const std::string& tls) {
+    const std::string out = env_->base() + "/ctl.out";
+    std::string cmd = std::string(RINGFS_BIN_DIR) + "/ringfsctl --control " + control +
+                      " --token-file " + token + " " + tls + " info > " + out + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    ctl_output_ = Slurp(out);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  };
+  EXPECT_EQ(ctl("--tls-ca " + pki_.ca), 0) << ctl_output_;
+  EXPECT_NE(ctl(""), 0) << ctl_output_;
+  EXPECT_NE(ctl_output_.find("--tls-ca"), std::string::npos) << ctl_output_;
+  ASSERT_TRUE(env_->Unmount());
+}
+
 // Writes a known pattern and reads a 0600 file through a recording proxy.
 class TlsCaptureTest : public TlsTest {
  protected:
