@@ -39,13 +39,13 @@ void RingTransport::Attach(int fd, std::unique_ptr<Stream> stream, Tags tags) {
   eof_ = failed_ = false;
   last_error_.clear();
   out_begin_ = out_end_ = 0;
-  ready_.clear();
+  ready_head_ = ready_tail_ = 0;
 }
 
 void RingTransport::Complete(Pending* op, int res) {
   if (!op->active) return;
   op->active = false;
-  ready_.push_back({op->user_data, res});
+  ready_[ready_tail_++ % kReady] = {op->user_data, res};
   if (!draining_ && !wake_posted_) {
     io_uring_sqe* sqe = GetSqe();
     io_uring_prep_nop(sqe);

@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,9 +63,8 @@ class RingTransport {
   template <typename F>
   void Drain(F&& handle) {
     draining_ = true;
-    while (!ready_.empty()) {
-      Completion c = ready_.front();
-      ready_.pop_front();
+    while (ready_head_ != ready_tail_) {
+      Completion c = ready_[ready_head_++ % kReady];
       handle(c);
     }
     draining_ = false;
@@ -117,7 +115,11 @@ class RingTransport {
   bool cipher_send_posted_ = false;
   bool wake_posted_ = false;
   bool draining_ = false;
-  std::deque<Completion> ready_;
+  // At most one completion each of the handshake, the receive and the send is ever ready.
+  static constexpr size_t kReady = 4;
+  Completion ready_[kReady] = {};
+  size_t ready_head_ = 0;
+  size_t ready_tail_ = 0;
 };
 
 }  // namespace ringfs::tls
