@@ -12,7 +12,7 @@ import math
 import os
 import sys
 
-TARGETS = ["native", "ringfs-uring", "ringfs-classic", "ringfs-uring-floor", "sshfs"]
+TARGETS = ["native", "ringfs-uring", "ringfs-classic", "ringfs-uring-floor", "ringfs-uring-tls", "sshfs"]
 URING, CLASSIC, FLOOR, SSHFS, NATIVE = (
     "ringfs-uring", "ringfs-classic", "ringfs-uring-floor", "sshfs", "native")
 

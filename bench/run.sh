@@ -4,6 +4,8 @@
 #   ringfs-uring        ringfs-mount transport=uring  -> ringfs-server
 #   ringfs-classic      ringfs-mount transport=classic -> ringfs-server
 #   ringfs-uring-floor  ringfs-mount transport=uring  -> ringfs-server --floor (no file I/O)
+#   ringfs-uring-tls    ringfs-mount transport=uring,tls -> ringfs-server --tls-cert (TLS 1.3,
+#                       a throwaway certificate made in the work dir by ringfs-test-pki)
 #   sshfs               sshfs (aes128-gcm) -> its own sshd on a loopback port
 # Jobs (fio, direct=1, a 256 MiB file laid out first and read once so the server's page cache
 # holds it; 10 s each, 3 s with --quick):
@@ -37,7 +39,7 @@ ROOT="$(cd "$HERE/.." && pwd)"
 QUICK=0
 OUT=""
 JOBS="a,b,c,d,e,f,g,m,s"
-ALL_TARGETS="native,ringfs-uring,ringfs-classic,ringfs-uring-floor,sshfs"
+ALL_TARGETS="native,ringfs-uring,ringfs-classic,ringfs-uring-floor,ringfs-uring-tls,sshfs"
 TARGETS="$ALL_TARGETS"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -291,8 +293,8 @@ start_server() {  # start_server NAME [extra flags]: sets SERVER_ADDR
   record "$name" server "" info "" ok 0 0 "0 0" "0 0" "open-file limit ${nofile:-?}; $nodes"
 }
 
-mount_ringfs() {  # mount_ringfs MNT ADDR TRANSPORT STATS
-  local mp="$1" addr="$2" transport="$3" stats="$4"
+mount_ringfs() {  # mount_ringfs MNT ADDR TRANSPORT STATS [EXTRA_OPTIONS]
+  local mp="$1" addr="$2" transport="$3" stats="$4" extra="${5:+,$5}"
   mkdir -p "$mp"
   if [ "$transport" = uring ]; then
     [ -e "$URING_PARAM" ] || { log "no $URING_PARAM: kernel lacks FUSE-over-io_uring"; return 1; }
@@ -300,7 +302,7 @@ mount_ringfs() {  # mount_ringfs MNT ADDR TRANSPORT STATS
     echo 1 > "$URING_PARAM"
   fi
   MOUNTED+=("$mp")
-  timeout 30 "$BIN/ringfs-mount" "$addr:/" "$mp" -o "transport=$transport,stats_file=$stats" \
+  timeout 30 "$BIN/ringfs-mount" "$addr:/" "$mp" -o "transport=$transport,stats_file=$stats$extra" \
     >> "$LOGS/mounts.log" 2>&1 || { log "ringfs-mount $transport failed (see $LOGS/mounts.log)"; return 1; }
   is_mounted "$mp" || { log "ringfs-mount $transport reported success but $mp is not mounted"; return 1; }
 }
@@ -561,15 +563,25 @@ for target in ${TARGETS//,/ }; do
     native)
       run_target_jobs native "$EXPORT"
       ;;
-    ringfs-uring|ringfs-classic|ringfs-uring-floor)
+    ringfs-uring|ringfs-classic|ringfs-uring-floor|ringfs-uring-tls)
       transport=uring
       addr="${MAIN_ADDR:-}"
+      extra=""
       [ "$target" = ringfs-classic ] && transport=classic
       if [ "$target" = ringfs-uring-floor ]; then
         start_server ringfs-server-floor --floor
         addr="$SERVER_ADDR"
       fi
-      if mount_ringfs "$mp" "$addr" "$transport" "$OUT/stats-$target.txt"; then
+      if [ "$target" = ringfs-uring-tls ]; then
+        # A throwaway CA and server certificate (localhost, 127.0.0.1), never kept.
+        mkdir -p "$WORK/pki" && chmod 700 "$WORK/pki"
+        "$BIN/ringfs-test-pki" "$WORK/pki" || die "ringfs-test-pki failed"
+        start_server ringfs-server-tls --tls-cert "$WORK/pki/server.pem" \
+          --tls-key "$WORK/pki/server.key"
+        addr="$SERVER_ADDR"
+        extra="tls,tls_ca=$WORK/pki/ca.pem"
+      fi
+      if mount_ringfs "$mp" "$addr" "$transport" "$OUT/stats-$target.txt" "$extra"; then
         run_target_jobs "$target" "$mp"
         unmount_one "$mp"
         record "$target" transport "" info "" ok 0 0 "0 0" "0 0" "$(stats_note "$OUT/stats-$target.txt")"

@@ -23,6 +23,12 @@ absl::StatusOr<uint32_t> HandshakeBodyLength(const char (&bytes)[8]) {
   uint32_t prefix[2];
   std::memcpy(prefix, bytes, sizeof(prefix));
   if (prefix[0] != kHandshakeMagic) {
+    // A TLS record header: content type 22 (handshake), version 3.x.
+    if (bytes[0] == 0x16 && bytes[1] == 0x03) {
+      return absl::FailedPreconditionError(
+          "peer started a TLS handshake, but TLS is off here (server: --tls-cert/--tls-key; "
+          "mount: -o tls)");
+    }
     return absl::InvalidArgumentError("peer does not speak the ringfs wire (bad magic)");
   }
   if (prefix[1] > kMaxHandshakeBytes) {

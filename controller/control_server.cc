@@ -75,7 +75,9 @@ absl::Status ControlServer::Start() {
   service_ = std::make_unique<ControlService>(session_, std::move(token));
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(endpoint_.GrpcAddress(), grpc::InsecureServerCredentials(),
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   rpc::ServerCredentialsFor(endpoint_, options_.tls));
+  builder.AddListeningPort(endpoint_.GrpcAddress(), credentials,
                            endpoint_.kind == rpc::Endpoint::Kind::kTcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
   // Only the main thread creates files at this point (StartGrpcServer's umask).
@@ -93,7 +95,9 @@ absl::Status ControlServer::Start() {
   }
   RINGFS_LOG_INFO(
       "control service on %s%s", endpoint_.ToString(),
-      endpoint_.kind == rpc::Endpoint::Kind::kTcp ? " (token required)" : " (mode 0600)");
+      endpoint_.kind != rpc::Endpoint::Kind::kTcp ? " (mode 0600)"
+      : options_.tls.cert.empty()                 ? " (token required)"
+                                                  : " (TLS, token required)");
   return absl::OkStatus();
 }
 

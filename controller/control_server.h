@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "common/rpc/endpoint.h"
+#include "common/rpc/grpc_tls.h"
 #include "controller/control_service.h"
 #include "frontend/mount_session.h"
 
@@ -21,6 +22,8 @@ struct ControlServerOptions {
   std::string control;     // the mount option control= (see ParseControlOption)
   std::string token_file;  // control_token_file=; required for TCP
   std::string mountpoint;  // absolute, resolved
+  // TLS on a TCP control address: the mount's tls_cert=/tls_key= (none: plaintext).
+  rpc::TlsFiles tls;
 };
 
 class ControlServer {

@@ -152,8 +152,8 @@ int Main(int argc, char** argv) {
   }
   // The control plane and metrics start once the mount answers and stop once it has ended.
   // Failing to serve them is logged, not fatal: the mount itself works and stays up.
-  ControlServer control(&session,
-                        {options.control, options.control_token_file, options.mountpoint});
+  ControlServer control(&session, {options.control, options.control_token_file, options.mountpoint,
+                                   {options.tls_cert, options.tls_key, ""}});
   if (absl::Status status = control.Start(); !status.ok()) {
     RINGFS_LOG_ERROR("control service: %s", status.message());
   }

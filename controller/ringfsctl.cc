@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/rpc/endpoint.h"
+#include "common/rpc/grpc_tls.h"
 #include "controller/ringfsctl_args.h"
 #include "proto/admin.grpc.pb.h"
 #include "proto/control.grpc.pb.h"
@@ -168,10 +169,22 @@ class Client {
         return kExitFailed;
       }
     }
-    channel_ = grpc::CreateChannel(endpoint_.GrpcAddress(), grpc::InsecureChannelCredentials());
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        rpc::ChannelCredentialsFor(endpoint_,
+                                   {command_.tls_cert, command_.tls_key, command_.tls_ca});
+    if (!credentials.ok()) {
+      fprintf(stderr, "ringfsctl: %s\n", std::string(credentials.status().message()).c_str());
+      return kExitUsage;
+    }
+    channel_ = grpc::CreateChannel(endpoint_.GrpcAddress(), *credentials);
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + kConnectTimeout)) {
-      fprintf(stderr, "ringfsctl: cannot reach %s within %ld s\n", endpoint_.ToString().c_str(),
-              static_cast<long>(kConnectTimeout.count()));
+      // A TLS service and a plaintext client (or the reverse) only ever time out here.
+      const bool tcp = endpoint_.kind == rpc::Endpoint::Kind::kTcp;
+      fprintf(stderr, "ringfsctl: cannot reach %s within %ld s%s\n", endpoint_.ToString().c_str(),
+              static_cast<long>(kConnectTimeout.count()),
+              !tcp                     ? ""
+              : command_.tls_ca.empty() ? " (a service started with TLS needs --tls-ca)"
+                                        : " (is it serving TLS, with a certificate --tls-ca trusts?)");
       return kExitFailed;
     }
     return kExitOk;

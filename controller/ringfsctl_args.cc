@@ -193,12 +193,17 @@ absl::StatusOr<std::vector<std::string>> TakeGlobalOptions(const std::vector<std
       (name == "--json" ? command.json : command.help) = true;
       continue;
     }
-    if (name == "--control" || name == "--token-file") {
+    if (name == "--control" || name == "--token-file" || name == "--tls-ca" ||
+        name == "--tls-cert" || name == "--tls-key") {
       if (!has_inline) {
         if (i + 1 >= args.size()) return Usage(absl::StrCat(name, " needs a value"));
         value = args[++i];
       }
-      (name == "--control" ? command.control : command.token_file) = value;
+      (name == "--control"      ? command.control
+       : name == "--token-file" ? command.token_file
+       : name == "--tls-ca"     ? command.tls_ca
+       : name == "--tls-cert"   ? command.tls_cert
+                                : command.tls_key) = value;
       continue;
     }
     // A command's option: its value, the next word, stays with it.
@@ -381,8 +386,11 @@ absl::StatusOr<rpc::Endpoint> ResolveTarget(const CtlCommand& command) {
 std::string CtlUsage() {
   return R"(usage: ringfsctl [--control ADDR] [--token-file F] [--json] MOUNTPOINT|ADDR COMMAND
   ADDR is unix:PATH or HOST:PORT; a MOUNTPOINT names its socket /run/ringfs/<escaped>.sock.
-  The global options (--control, --token-file, --json, --help) may also follow the command.
+  The global options (--control, --token-file, --tls-ca, --tls-cert, --tls-key, --json,
+  --help) may also follow the command.
   On TCP the token file's content is sent as "authorization: Bearer <token>".
+  --tls-ca F: TLS to a TCP service started with --tls-cert (tls_cert= for a mount), trusting
+  CA F; --tls-cert/--tls-key: the client certificate a service with --tls-ca requires.
 commands:
   queues                                  per-queue owners, states, counters and the settings
   set-active CPUS                         e.g. 0,2-3: the CPUs whose workers do backend work

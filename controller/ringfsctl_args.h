@@ -41,6 +41,10 @@ inline bool IsServerVerb(CtlVerb verb) {
 struct CtlCommand {
   std::string control;     // --control ADDR; wins over `target`
   std::string token_file;  // --token-file F
+  // --tls-ca F: TLS to a TCP service, trusting F; --tls-cert/--tls-key: a client certificate.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
   bool json = false;       // --json
   bool help = false;       // --help or -h: print CtlUsage(); nothing else is parsed
   std::string target;      // MOUNTPOINT or ADDR

@@ -228,5 +228,15 @@ TEST(RingfsctlArgsTest, MountpointResolvesToItsDefaultSocket) {
   EXPECT_FALSE(ResolveTarget(*missing_parent).ok());
 }
 
+TEST(RingfsctlArgsTest, TlsOptionsAreGlobal) {
+  auto c = Parse({"--tls-ca", "/ca", "server", "--admin", "127.0.0.1:7001", "sessions",
+                  "--tls-cert=/c", "--tls-key", "/k"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tls_ca, "/ca");
+  EXPECT_EQ(c->tls_cert, "/c");
+  EXPECT_EQ(c->tls_key, "/k");
+  EXPECT_EQ(c->verb, CtlVerb::kServerSessions);
+}
+
 }  // namespace
 }  // namespace ringfs::controller

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "common/auth_proof.h"
 #include "common/dir_attrs.h"
+#include "common/hello_channel.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
@@ -102,8 +103,11 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
         absl::StrFormat("server %s accepts no request in flight", config.address.text));
   }
   if (!authenticated && !config.token.empty()) {
-    RINGFS_LOG_INFO("queue %u: server %s asks for no authentication; connected without proving "
-                    "our secret", config.queue, config.address.text);
+    // Mutual: a server that never proved it knows our secret may be an impostor.
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "server %s asks for no authentication, so it cannot prove it knows our secret: refused "
+        "(mount without token_file= to use a server without authentication)",
+        config.address.text));
   }
   ServerSession session;
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
@@ -115,11 +119,20 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
 
 absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   ASSIGN_OR_RETURN(UniqueFd fd, ConnectTo(config.address, config.connect_timeout));
+  absl::StatusOr<HelloChannel> channel =
+      config.tls != nullptr
+          ? HelloChannel::ClientTls(fd.get(), config.tls, TlsServerName(config))
+          : HelloChannel(fd.get());
+  if (!channel.ok()) {
+    return absl::UnavailableError(absl::StrFormat("TLS with %s (as '%s') failed: %s",
+                                                  config.address.text, TlsServerName(config),
+                                                  channel.status().message()));
+  }
   ASSIGN_OR_RETURN(std::string hello, wire::EncodeHandshake(MakeClientHello(config)));
-  RETURN_IF_ERROR(SendAll(fd.get(), hello.data(), hello.size(), wire::kHandshakeTimeout));
+  RETURN_IF_ERROR(channel->SendFrame(hello));
   wire::ServerHello reply;
-  auto receive = [&] {
-    absl::Status status = wire::ReceiveHandshake(fd.get(), &reply);
+  auto receive = [&]() -> absl::Status {
+    absl::Status status = channel->Receive(&reply);
     if (status.ok()) return status;
     return absl::UnavailableError(absl::StrFormat("handshake with %s failed: %s",
                                                   config.address.text, status.ToString()));
@@ -127,11 +140,12 @@ absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   RETURN_IF_ERROR(receive());
   const bool authenticated = reply.has_challenge();
   if (authenticated) {
+    ASSIGN_OR_RETURN(std::string binding, ChannelBinding(channel->stream()));
     ASSIGN_OR_RETURN(std::string proof,
                      AnswerChallenge(config.token, config.address.text,
                                      std::string_view(hello).substr(8), reply.challenge(),
-                                     /*channel_binding=*/""));
-    RETURN_IF_ERROR(SendAll(fd.get(), proof.data(), proof.size(), wire::kHandshakeTimeout));
+                                     binding));
+    RETURN_IF_ERROR(channel->SendFrame(proof));
     reply.Clear();
     RETURN_IF_ERROR(receive());
   }
@@ -150,6 +164,7 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
       staging_(kStagingBytes),
       discard_(kDiscardBytes) {
   by_unique_.reserve(config_.max_inflight + 1);
+  if (config_.tls != nullptr) tls_ = std::make_unique<tls::RingTransport>(ring_);
   reclaim_slot_ = config_.max_inflight;
   tick_.tv_sec = 0;
   tick_.tv_nsec = std::chrono::nanoseconds(kTickInterval).count();
@@ -160,7 +175,8 @@ BackendChannel::~BackendChannel() {
   // and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
   for (Op op : {Op::kRecv, Op::kSend, Op::kTick, Op::kConnect, Op::kHelloSend, Op::kHelloRecv,
-                Op::kProofSend, Op::kProofRecv}) {
+                Op::kProofSend, Op::kProofRecv, Op::kTlsHandshake, Op::kTlsRecv, Op::kTlsSend,
+                Op::kTlsWake}) {
     io_uring_sync_cancel_reg cancel{};
     cancel.addr = Tag(op);
     cancel.flags = IORING_ASYNC_CANCEL_ALL;
@@ -284,13 +300,8 @@ void BackendChannel::KickSend() {
     ++items;
   }
   send_items_ = items;
-  send_msg_ = msghdr{};
-  send_msg_.msg_iov = send_iov_;
-  send_msg_.msg_iovlen = static_cast<size_t>(n);
-  io_uring_sqe* sqe = GetSqe(ring_);
-  io_uring_prep_sendmsg(sqe, fd_.get(), &send_msg_, MSG_NOSIGNAL);
-  io_uring_sqe_set_data64(sqe, Tag(Op::kSend));
   send_outstanding_ = true;
+  PostSend(fd_.get(), send_iov_, static_cast<size_t>(n), Op::kSend);
 }
 
 void BackendChannel::OnSend(int res) {
@@ -370,6 +381,12 @@ void BackendChannel::OnConnectStep(Op op, int res) {
         static_cast<int>((config_.connect_timeout + wire::kHandshakeTimeout).count()))));
     return;
   }
+  // The TLS reason of a failed step says more than its errno (a connect has none yet).
+  if (res < 0 && op != Op::kConnect && tls_ != nullptr && !tls_->last_error().empty()) {
+    ConnectFailed(absl::UnavailableError(absl::StrFormat(
+        "TLS with %s (as '%s'): %s", where, TlsServerName(config_), tls_->last_error())));
+    return;
+  }
   const bool retry = res == -EINTR || res == -EAGAIN;
   if (res < 0 && !retry) {
     ConnectFailed(ErrnoError(
@@ -393,6 +410,12 @@ void BackendChannel::OnConnectStep(Op op, int res) {
     hello_sent_ = 0;
     hello_in_.assign(8, 0);
     hello_received_ = 0;
+    if (tls_ != nullptr) {
+      StartTlsHandshake();  // completes as kTlsHandshake; the hello then goes through TLS
+      return;
+    }
+  } else if (op == Op::kTlsHandshake) {
+    // TLS is up: the hello goes out through it below.
   } else if (res == 0) {
     ConnectFailed(absl::UnavailableError(
         absl::StrFormat("handshake with %s: the server closed the connection", where)));
@@ -421,8 +444,12 @@ void BackendChannel::OnConnectStep(Op op, int res) {
         }
         if (!proof_round_ && reply.has_challenge()) {
           // One more round trip: our proof out, the final ServerHello in.
-          absl::StatusOr<std::string> proof = AnswerChallenge(
-              config_.token, where, hello_body_, reply.challenge(), /*channel_binding=*/"");
+          absl::StatusOr<std::string> binding =
+              ChannelBinding(tls_ != nullptr ? tls_->stream() : nullptr);
+          absl::StatusOr<std::string> proof =
+              binding.ok() ? AnswerChallenge(config_.token, where, hello_body_, reply.challenge(),
+                                             *binding)
+                           : binding.status();
           if (!proof.ok()) {
             ConnectFailed(proof.status());
             return;
@@ -450,16 +477,13 @@ void BackendChannel::OnConnectStep(Op op, int res) {
 }
 
 void BackendChannel::SubmitHandshakeStep() {
-  io_uring_sqe* sqe = GetSqe(ring_);
   if (hello_sent_ < hello_out_.size()) {
-    io_uring_prep_send(sqe, attempt_fd_.get(), hello_out_.data() + hello_sent_,
-                       hello_out_.size() - hello_sent_, MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(sqe, Tag(proof_round_ ? Op::kProofSend : Op::kHelloSend));
+    iovec rest = {hello_out_.data() + hello_sent_, hello_out_.size() - hello_sent_};
+    PostSend(attempt_fd_.get(), &rest, 1, proof_round_ ? Op::kProofSend : Op::kHelloSend);
     return;
   }
-  io_uring_prep_recv(sqe, attempt_fd_.get(), hello_in_.data() + hello_received_,
-                     hello_in_.size() - hello_received_, 0);
-  io_uring_sqe_set_data64(sqe, Tag(proof_round_ ? Op::kProofRecv : Op::kHelloRecv));
+  PostRecv(attempt_fd_.get(), hello_in_.data() + hello_received_,
+           hello_in_.size() - hello_received_, proof_round_ ? Op::kProofRecv : Op::kHelloRecv);
 }
 
 void BackendChannel::ConnectFailed(const absl::Status& status) {
@@ -730,7 +754,8 @@ void BackendChannel::OnTick() {
     // The outstanding step then completes with an error and the attempt is given up.
     attempt_expired_ = true;
     shutdown(attempt_fd_.get(), SHUT_RDWR);
-    for (Op op : {Op::kConnect, Op::kHelloSend, Op::kHelloRecv, Op::kProofSend, Op::kProofRecv}) {
+    for (Op op : {Op::kConnect, Op::kHelloSend, Op::kHelloRecv, Op::kProofSend, Op::kProofRecv,
+                  Op::kTlsRecv, Op::kTlsSend}) {
       io_uring_sqe* cancel = GetSqe(ring_);
       io_uring_prep_cancel64(cancel, Tag(op), 0);
       io_uring_sqe_set_data64(cancel, 0);
@@ -738,7 +763,7 @@ void BackendChannel::OnTick() {
   }
   if (state_ == State::kDraining && now - down_since_ns_ > kDrainCancelNs) {
     // shutdown() should have completed them; make sure nothing keeps a request's buffers.
-    for (Op op : {Op::kSend, Op::kRecv}) {
+    for (Op op : {Op::kSend, Op::kRecv, Op::kTlsRecv, Op::kTlsSend}) {
       io_uring_sqe* cancel = GetSqe(ring_);
       io_uring_prep_cancel64(cancel, Tag(op), 0);
       io_uring_sqe_set_data64(cancel, 0);
@@ -854,9 +879,13 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
     OnTick();
     return;
   }
+  if (op == Op::kTlsRecv || op == Op::kTlsSend || op == Op::kTlsWake) {
+    OnTlsStep(op, res);
+    return;
+  }
   if (((user_data >> 32) & kGenerationMask) != (generation_ & kGenerationMask)) return;
   if (op == Op::kConnect || op == Op::kHelloSend || op == Op::kHelloRecv ||
-      op == Op::kProofSend || op == Op::kProofRecv) {
+      op == Op::kProofSend || op == Op::kProofRecv || op == Op::kTlsHandshake) {
     OnConnectStep(op, res);
     return;
   }
@@ -868,19 +897,17 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
 }
 
 void BackendChannel::ArmRecv() {
-  io_uring_sqe* sqe = GetSqe(ring_);
-  if (mode_ == RecvMode::kDirect) {
-    io_uring_prep_recv(sqe, fd_.get(), BodyTarget() + current_received_,
-                       current_body_ - current_received_, 0);
-  } else if (mode_ == RecvMode::kDiscard) {
-    io_uring_prep_recv(sqe, fd_.get(), discard_.data(),
-                       std::min(discard_.size(), current_body_ - current_received_), 0);
-  } else {
-    io_uring_prep_recv(sqe, fd_.get(), staging_.data() + staging_end_,
-                       staging_.size() - staging_end_, 0);
-  }
-  io_uring_sqe_set_data64(sqe, Tag(Op::kRecv));
   recv_outstanding_ = true;
+  if (mode_ == RecvMode::kDirect) {
+    PostRecv(fd_.get(), BodyTarget() + current_received_, current_body_ - current_received_,
+             Op::kRecv);
+  } else if (mode_ == RecvMode::kDiscard) {
+    PostRecv(fd_.get(), discard_.data(),
+             std::min(discard_.size(), current_body_ - current_received_), Op::kRecv);
+  } else {
+    PostRecv(fd_.get(), staging_.data() + staging_end_, staging_.size() - staging_end_,
+             Op::kRecv);
+  }
 }
 
 void BackendChannel::OnRecv(int res) {

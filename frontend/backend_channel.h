@@ -32,6 +32,8 @@
 #include "common/fuse_ops.h"
 #include "common/net.h"
 #include "common/node_handle.h"
+#include "common/tls_context.h"
+#include "common/tls_ring.h"
 #include "common/unique_fd.h"
 #include "common/wire.h"
 #include "frontend/dir_attr_cache.h"
@@ -71,7 +73,14 @@ struct BackendConfig {
   NodeLedger* ledger = nullptr;
   // Which server to use and which instance holds the mount's state; null: `address` only.
   ServerBinding* binding = nullptr;
+  // TLS on the connection (mount option tls); null: plaintext. The server's certificate must
+  // name `tls_name`, or when that is empty the host of `address`.
+  std::shared_ptr<tls::Context> tls;
+  std::string tls_name;
 };
+
+// The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
+std::string TlsServerName(const BackendConfig& config);
 
 // What a successful handshake told us.
 struct ServerSession {
@@ -165,6 +174,11 @@ class BackendChannel {
     // the final ServerHello in.
     kProofSend = 6,
     kProofRecv = 7,
+    // TLS (backend_channel_tls.cc): the handshake's end, and the ciphertext operations.
+    kTlsHandshake = 8,
+    kTlsRecv = 9,
+    kTlsSend = 10,
+    kTlsWake = 11,
   };
   enum class Stage : uint8_t { kFree, kWaiting, kQueued, kSent };
 
@@ -210,6 +224,11 @@ class BackendChannel {
   void OnConnectStep(Op op, int res);
   // Submits the next send or receive of the handshake (hello or proof round).
   void SubmitHandshakeStep();
+  // TLS hooks (backend_channel_tls.cc). Post* replace a plain RECV/SEND/SENDMSG on `fd`.
+  void StartTlsHandshake();
+  void OnTlsStep(Op op, int res);
+  void PostRecv(int fd, char* buf, size_t len, Op op);
+  void PostSend(int fd, const iovec* iov, size_t iovcnt, Op op);
   void ConnectFailed(const absl::Status& status);
   void Install(ServerSession session);
   void Fail(std::string_view why);
@@ -244,6 +263,9 @@ class BackendChannel {
   BackendConfig config_;
   io_uring* ring_;
   uint8_t kind_;
+  // Encrypts and decrypts under PostSend/PostRecv when config_.tls is set; kept for the
+  // channel's life (its buffers may be in the kernel across connections).
+  std::unique_ptr<tls::RingTransport> tls_;
   ReplySink* sink_;
 
   State state_ = State::kDown;

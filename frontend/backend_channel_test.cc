@@ -820,5 +820,19 @@ TEST(BackendChannelTest, LateRepliesThatReachNoOneAreGivenBack) {
   EXPECT_EQ(h.channel().reconnects(), 0u);
 }
 
+TEST(BackendChannelTest, TlsServerNameIsTheSourceHostUnlessGiven) {
+  BackendConfig config;
+  config.address.text = "files.example:7700";
+  EXPECT_EQ(TlsServerName(config), "files.example");
+  config.address.text = "files.example:7700 (10.0.0.5:7700)";  // after resolution
+  EXPECT_EQ(TlsServerName(config), "files.example");
+  config.address.text = "[::1]:7700";
+  EXPECT_EQ(TlsServerName(config), "::1");
+  config.address.text = "10.0.0.5:7700";
+  EXPECT_EQ(TlsServerName(config), "10.0.0.5");
+  config.tls_name = "other.example";
+  EXPECT_EQ(TlsServerName(config), "other.example");
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

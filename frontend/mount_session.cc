@@ -104,6 +104,8 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.interrupts = interrupts_.get();
   config.ledger = ledger_.get();
   config.binding = binding_.get();
+  config.tls = tls_;
+  config.tls_name = options_.tls_name;
   return config;
 }
 
@@ -113,6 +115,10 @@ absl::Status MountSession::Start() {
     for (SocketAddress& address : addresses) server_addresses_.push_back(std::move(address));
   }
   if (server_addresses_.empty()) return absl::InvalidArgumentError("no server given");
+  if (options_.tls) {
+    ASSIGN_OR_RETURN(tls_, tls::Context::ForClient(
+                               {options_.tls_ca, options_.tls_cert, options_.tls_key}));
+  }
   {
     // Fail before mounting when no server can be reached or all refuse us: a mount that only
     // answers EIO helps nobody. The first that answers is where the channels start.

@@ -72,6 +72,7 @@ class MountSession {
 
   MountOptions options_;
   std::string token_;
+  std::shared_ptr<tls::Context> tls_;  // mount option tls; null: plaintext
   std::string client_id_;
   // Every server address (servers=, names resolved to all their addresses).
   std::vector<SocketAddress> server_addresses_;

@@ -67,6 +67,15 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
   } else if (key == "client_name") {
     if (auto s = need_value(); !s.ok()) return s;
     out->client_name = value;
+  } else if (key == "tls") {
+    out->tls = true;
+  } else if (key == "tls_ca" || key == "tls_cert" || key == "tls_key" || key == "tls_name") {
+    if (auto s = need_value(); !s.ok()) return s;
+    out->tls = true;
+    (key == "tls_ca" ? out->tls_ca
+     : key == "tls_cert" ? out->tls_cert
+     : key == "tls_key" ? out->tls_key
+                        : out->tls_name) = value;
   } else if (key == "stats_file") {
     if (auto s = need_value(); !s.ok()) return s;
     out->stats_file = value;
@@ -189,6 +198,9 @@ std::string Usage() {
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"
+         "         tls (TLS 1.3 to the server)  tls_ca=PATH (default: system CAs)\n"
+         "         tls_cert=PATH tls_key=PATH (client certificate)  tls_name=NAME (default:\n"
+         "         the source's host; the server certificate must carry it)\n"
          "         servers=HOST:PORT,HOST:PORT... (servers of one export, tried in turn;\n"
          "         also A:1,B:2:/ as the source)\n"
          "control:  control=unix:PATH|HOST:PORT|none  control_token_file=PATH\n"
@@ -227,6 +239,9 @@ absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& ar
       out.control_token_file.empty()) {
     return absl::InvalidArgumentError(
         "control on TCP needs control_token_file (the service refuses every call without it)");
+  }
+  if (out.tls_cert.empty() != out.tls_key.empty()) {
+    return absl::InvalidArgumentError("tls_cert= and tls_key= go together");
   }
   if (out.hard && out.timeout_given) {
     return absl::InvalidArgumentError(

@@ -34,6 +34,14 @@ struct MountOptions {
   // listed under in the server's clients file (default: the host name).
   std::string token_file;
   std::string client_name;
+  // TLS 1.3 to the server (`tls`; implied by any tls_*= option): the CA that signed its
+  // certificate (default: the system's trust store), a client certificate for servers that
+  // require one, and the name its certificate must carry (default: the host of the source).
+  bool tls = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_name;
   std::string stats_file;
   bool writeback_cache = false;
   // Ask the server for post-operation directory attributes (common/dir_attrs.h).

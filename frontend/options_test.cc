@@ -83,5 +83,26 @@ TEST(OptionsTest, SeveralServers) {
   EXPECT_FALSE(single->reclaim);
 }
 
+TEST(OptionsTest, TlsOptions) {
+  auto plain = ParseCommandLine({"h:1:/", "/mnt"}, false);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+  auto on = ParseCommandLine({"h:1:/", "/mnt", "-o", "tls"}, false);
+  ASSERT_TRUE(on.ok());
+  EXPECT_TRUE(on->tls);
+  EXPECT_TRUE(on->tls_ca.empty());
+  // Any tls_*= implies tls.
+  auto full = ParseCommandLine(
+      {"h:1:/", "/mnt", "-o", "tls_ca=/ca,tls_cert=/c,tls_key=/k,tls_name=files.example"}, false);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_TRUE(full->tls);
+  EXPECT_EQ(full->tls_ca, "/ca");
+  EXPECT_EQ(full->tls_cert, "/c");
+  EXPECT_EQ(full->tls_key, "/k");
+  EXPECT_EQ(full->tls_name, "files.example");
+  EXPECT_FALSE(ParseCommandLine({"h:1:/", "/mnt", "-o", "tls_cert=/c"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"h:1:/", "/mnt", "-o", "tls_ca="}, false).ok());
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -60,8 +60,9 @@ absl::Status AdminServer::Start() {
   service_ = std::make_unique<AdminService>(backend_, tcp ? token_ : std::string());
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(endpoint.GrpcAddress(), grpc::InsecureServerCredentials(),
-                           tcp ? &bound_port : nullptr);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   rpc::ServerCredentialsFor(endpoint, tls_));
+  builder.AddListeningPort(endpoint.GrpcAddress(), credentials, tcp ? &bound_port : nullptr);
   builder.RegisterService(service_.get());
   absl::StatusOr<std::unique_ptr<grpc::Server>> server =
       rpc::StartGrpcServer(builder, endpoint, "admin");
@@ -76,7 +77,10 @@ absl::Status AdminServer::Start() {
     address_ = absl::StrFormat("%s:%d", endpoint.address.substr(0, endpoint.address.rfind(':')),
                                bound_port);
   }
-  RINGFS_LOG_INFO("admin service on %s%s", address_, tcp ? " (token required)" : " (mode 0600)");
+  RINGFS_LOG_INFO("admin service on %s%s", address_,
+                  !tcp                ? " (mode 0600)"
+                  : tls_.cert.empty() ? " (token required)"
+                                      : " (TLS, token required)");
   return absl::OkStatus();
 }
 

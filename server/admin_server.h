@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/rpc/grpc_tls.h"
 #include "server/admin_service.h"
 
 namespace ringfs::server {
@@ -20,6 +21,8 @@ class AdminServer {
  public:
   // `backend` must outlive the server.
   AdminServer(AdminBackend* backend, std::string address, std::string token);
+  // TLS on a TCP address (--tls-cert/--tls-key/--tls-ca). REQUIRES: before Start().
+  void SetTls(rpc::TlsFiles files) { tls_ = std::move(files); }
   ~AdminServer();
 
   // InvalidArgument for an address that is not unix:/ABS or HOST:PORT, or TCP without a token.
@@ -37,6 +40,7 @@ class AdminServer {
   AdminBackend* const backend_;
   std::string address_;
   const std::string token_;
+  rpc::TlsFiles tls_;
   std::string unix_path_;
   std::unique_ptr<AdminService> service_;
   std::unique_ptr<grpc::Server> server_;

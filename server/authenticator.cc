@@ -75,7 +75,8 @@ Authenticator::Outcome Authenticator::Fail(Failure failure, const std::string& n
   return outcome;
 }
 
-Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& hello_body,
+Authenticator::Outcome Authenticator::Authenticate(HelloChannel& channel,
+                                                   const std::string& hello_body,
                                                    const wire::ClientHello& hello,
                                                    const sockaddr_storage& peer,
                                                    const std::string& peer_text,
@@ -132,11 +133,11 @@ Authenticator::Outcome Authenticator::Authenticate(int fd, const std::string& he
   challenge.mutable_challenge()->set_server_nonce(*nonce);
   challenge.mutable_challenge()->set_server_proof(auth::ServerProof(entry->secret, transcript));
   wire::ClientProof proof;
-  if (absl::Status sent = wire::SendHandshake(fd, challenge); !sent.ok()) {
+  if (absl::Status sent = channel.Send(challenge); !sent.ok()) {
     return Fail(Failure::kNoProof, name, peer_text,
                 absl::StrFormat("cannot send the challenge: %s", sent.message()));
   }
-  if (absl::Status got = wire::ReceiveHandshake(fd, &proof); !got.ok()) {
+  if (absl::Status got = channel.Receive(&proof); !got.ok()) {
     // Also what a client that found our proof wrong does: it hangs up.
     return Fail(Failure::kNoProof, name, peer_text,
                 absl::StrFormat("no proof from the client: %s", got.message()));

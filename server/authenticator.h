@@ -17,6 +17,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/hello_channel.h"
 #include "proto/handshake.pb.h"
 #include "server/auth_limits.h"
 #include "server/clients_file.h"
@@ -65,11 +66,11 @@ class Authenticator {
   const ExportOptions& defaults() const { return options_.defaults; }
 
   // Decides whether the client of `hello` (received as `hello_body` from `peer`) is who it
-  // claims, running the challenge exchange on `fd` when a secret applies; `reply_base` holds
+  // claims, running the challenge exchange on `channel` when a secret applies; `reply_base` holds
   // the fields of the non-final ServerHello (version, ids). `channel_binding` is folded into the
   // transcript (empty on plain TCP). Blocks with the handshake timeout on each step. A failure
   // is logged (throttled) and counted here.
-  Outcome Authenticate(int fd, const std::string& hello_body, const wire::ClientHello& hello,
+  Outcome Authenticate(HelloChannel& channel, const std::string& hello_body, const wire::ClientHello& hello,
                        const sockaddr_storage& peer, const std::string& peer_text,
                        std::string_view channel_binding, const wire::ServerHello& reply_base);
 

@@ -38,6 +38,11 @@ struct ServerConfig {
   // (what tests use); ParseFlags sets kDefaultHandleKeyFile unless --handle-key is given.
   std::string handle_key_file;
   bool handle_key_explicit = false;  // from --handle-key: must work (no fallback)
+  // TLS on the data wire (and the TCP admin service): certificate and key; with a CA, client
+  // certificates are required and verified. All empty: plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
   uint32_t idle_timeout_s = 900;   // close connections silent this long; 0 = never
   LogLevel log_level = LogLevel::kInfo;
 };

@@ -62,6 +62,7 @@ std::string_view Usage() {
          "             file and secret files must be mode 0600 (or stricter)\n"
          "  --token-file  one secret any client name may use (with --export-options); with\n"
          "             --clients, for names not listed. Neither: no authentication (warned)\n"
+         "                     [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
          "  --floor    transport floor for benchmarks: READ answers zeros, WRITE discards\n"
          "  --admin    gRPC admin service (ringfsctl server ...); TCP needs --token-file\n"
          "  --metrics  Prometheus /metrics\n"
@@ -78,6 +79,9 @@ std::string_view Usage() {
          "  --handle-key     key that seals node handles for reclaim after a restart; created\n"
          "                   (0600) if missing; share it between servers of one export\n"
          "                   (default /var/lib/ringfs/handle.key)\n"
+         "  --tls-cert, --tls-key  TLS 1.3 on the data wire and the TCP admin service;\n"
+         "                   clients mount with -o tls (and tls_ca=); plaintext clients are refused\n"
+         "  --tls-ca         also require client certificates signed by this CA (mutual TLS)\n"
          "  --export-options what clients may do, as in exports(5): ro|rw,\n"
          "                   root_squash|no_root_squash|all_squash, anonuid=N, anongid=N\n"
          "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n"
@@ -179,6 +183,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       if (value.empty()) return Bad("--handle-key wants a file name");
       config.handle_key_file = value;
       config.handle_key_explicit = true;
+    } else if (arg == "--tls-cert" || arg == "--tls-key" || arg == "--tls-ca") {
+      if (value.empty()) return Bad(absl::StrFormat("%s wants a file name", arg));
+      (arg == "--tls-cert" ? config.tls_cert : arg == "--tls-key" ? config.tls_key : config.tls_ca) =
+          value;
     } else if (arg == "--admin") {
       config.admin = value;
     } else if (arg == "--metrics") {
@@ -203,6 +211,12 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
   }
   if (!have_export || config.export_dir.empty()) return Bad("--export DIR is required");
   if (!have_listen || config.listen.empty()) return Bad("--listen ADDR is required");
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    return Bad("--tls-cert and --tls-key go together");
+  }
+  if (!config.tls_ca.empty() && config.tls_cert.empty()) {
+    return Bad("--tls-ca (client certificates) needs --tls-cert and --tls-key");
+  }
   // After the loop: --token-file may follow --admin.
   if (!config.admin.empty()) {
     if (absl::Status valid = AdminServer::CheckAddress(config.admin, config.token); !valid.ok()) {

@@ -155,5 +155,19 @@ TEST(FlagsTest, HandleKeyDefaultsToVarLibAndMayBeGiven) {
   EXPECT_FALSE(Parse({"--export", "/tmp", "--listen", "127.0.0.1:0", "--handle-key="}).ok());
 }
 
+TEST(FlagsTest, TlsFlags) {
+  auto config = Parse({"--export", "/", "--listen", "1:1", "--tls-cert", "/c", "--tls-key=/k",
+                       "--tls-ca", "/ca"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->tls_cert, "/c");
+  EXPECT_EQ(config->tls_key, "/k");
+  EXPECT_EQ(config->tls_ca, "/ca");
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--tls-cert", "/c"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--tls-ca", "/ca"}).ok());
+  auto none = Parse({"--export", "/", "--listen", "1:1"});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->tls_cert.empty());
+}
+
 }  // namespace
 }  // namespace ringfs::server

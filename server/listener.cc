@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/hello_channel.h"
 #include "common/log.h"
 #include "common/rpc/endpoint.h"
 #include "common/status.h"
@@ -177,9 +178,20 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
     handshake->fd = -1;
     handshake->done.store(true);
   };
+  // With TLS the TLS handshake comes first, within the same deadline (wire_format.md §1).
+  absl::StatusOr<HelloChannel> channel =
+      options_.tls != nullptr ? HelloChannel::ServerTls(fd.get(), options_.tls)
+                              : HelloChannel(fd.get());
+  if (!channel.ok()) {
+    RINGFS_LOG_WARN("TLS handshake with %s failed: %s", peer, channel.status().message());
+    finish();
+    return;
+  }
+  const std::string subject =
+      channel->stream() != nullptr ? channel->stream()->PeerSubject() : std::string();
   wire::ClientHello hello;
   std::string hello_body;  // the exact bytes: the authentication proofs cover them
-  absl::Status received = wire::ReceiveHandshakeBody(fd.get(), &hello_body);
+  absl::Status received = channel->ReceiveBody(&hello_body);
   if (received.ok() && !hello.ParseFromString(hello_body)) {
     received = absl::InvalidArgumentError("malformed handshake message");
   }
@@ -194,8 +206,14 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   auth.client_name = hello.client_name();
   auth.options = options_.export_options;
   if (reply.result() == wire::ServerHello::OK && options_.auth != nullptr) {
-    auth = options_.auth->Authenticate(fd.get(), hello_body, hello, peer_address, peer,
-                                       /*channel_binding=*/"", reply);
+    absl::StatusOr<std::string> binding = ChannelBinding(channel->stream());
+    if (!binding.ok()) {
+      RINGFS_LOG_WARN("handshake from %s failed: %s", peer, binding.status().message());
+      finish();
+      return;
+    }
+    auth = options_.auth->Authenticate(*channel, hello_body, hello, peer_address, peer, *binding,
+                                       reply);
     const bool failed = auth.failure != Authenticator::Failure::kNone;
     // Rate limited: closed at once, without crypto or delay. No proof: the client hung up.
     const bool unanswered = auth.failure == Authenticator::Failure::kRateLimited ||
@@ -224,7 +242,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   // Only where the client's table keeps nodes by handle (not PathNodeTable) and a key seals them.
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
-  absl::Status sent = wire::SendHandshake(fd.get(), reply);
+  absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     // Authentication failures were logged (throttled) by the authenticator.
     if (reply.result() != wire::ServerHello::AUTH_FAILED) {
@@ -240,9 +258,12 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
   RINGFS_LOG_INFO("accepted client '%s' (name '%s', %s) queue %u from %s as session %u "
-                  "(inflight %u, frame %u)",
+                  "(inflight %u, frame %u)%s",
                   hello.client_id(), auth.client_name, FormatExportOptions(auth.options),
-                  hello.queue(), peer, session_id, reply.max_inflight(), reply.max_frame_bytes());
+                  hello.queue(), peer, session_id, reply.max_inflight(), reply.max_frame_bytes(),
+                  options_.tls == nullptr ? ""
+                  : subject.empty()       ? " over TLS"
+                                          : absl::StrFormat(" over TLS, certificate %s", subject));
   ConnectionSetup setup;
   setup.fd = std::move(fd);
   setup.peer = std::move(peer);
@@ -257,6 +278,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.node_handles = reply.node_handles();
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;
+  setup.tls = channel->TakeStream();
+  setup.peer_subject = subject;
   {
     // Hand over under the lock so Stop() never shuts down an fd a worker already owns.
     absl::MutexLock lock(&mu_);

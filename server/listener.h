@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "common/net.h"
+#include "common/tls_context.h"
 #include "common/wire.h"
 #include "common/unique_fd.h"
 #include "proto/handshake.pb.h"
@@ -36,6 +37,7 @@ class Listener {
     std::string server_id;
     uint64_t instance_id = 0;  // ServerHello.instance_id (id_space.h DrawInstanceId)
     ExportOptions export_options;  // of every session when `auth` is null
+    std::shared_ptr<tls::Context> tls;  // null: plaintext (--tls-cert)
   };
   using Handoff = std::function<void(ConnectionSetup)>;
 

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include "common/tls_context.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -134,9 +136,14 @@ absl::Status Server::Start() {
   // until clients are accepted no worker creates files.
   if (!config_.admin.empty()) {
     admin_ = std::make_unique<AdminServer>(this, config_.admin, config_.token);
+    admin_->SetTls({config_.tls_cert, config_.tls_key, config_.tls_ca});
     RETURN_IF_ERROR(admin_->Start());
   }
   Listener::Options options;
+  if (!config_.tls_cert.empty()) {
+    ASSIGN_OR_RETURN(options.tls, tls::Context::ForServer(
+                                      {config_.tls_cert, config_.tls_key, config_.tls_ca}));
+  }
   options.listen = config_.listen;
   options.auth = auth_;
   options.export_options = config_.export_options;

@@ -20,7 +20,7 @@
 namespace ringfs::server {
 namespace {
 
-enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo, kIdleTimer };
+enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo, kIdleTimer, kTlsRecv, kTlsSend, kTlsWake };
 
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
@@ -47,12 +47,21 @@ struct Worker::Connection {
         staging_cap(staging_bytes) {
     recv_tag = Tag{TagKind::kRecv, this};
     send_tag = Tag{TagKind::kSend, this};
+    tls_recv_tag = Tag{TagKind::kTlsRecv, this};
+    tls_send_tag = Tag{TagKind::kTlsSend, this};
+    tls_wake_tag = Tag{TagKind::kTlsWake, this};
   }
 
   ConnectionSetup setup;
   std::shared_ptr<SessionStats> stats;  // also listed in the SessionTable while live
   Tag recv_tag{};
   Tag send_tag{};
+  // With TLS, RECV and SENDMSG above go through `tls`, which runs the ciphertext operations
+  // under these tags; null: plaintext, and none of this costs anything.
+  std::unique_ptr<tls::RingTransport> tls;
+  Tag tls_recv_tag{};
+  Tag tls_send_tag{};
+  Tag tls_wake_tag{};
   // Received bytes not yet consumed are staging[begin, end). A RECV, when posted, writes only
   // after `end`, and frames are parsed only while no RECV is posted.
   std::unique_ptr<char[]> staging;
@@ -280,6 +289,14 @@ void Worker::Run() {
           MaybeDestroy(c);
           break;
         }
+        case TagKind::kTlsRecv:
+        case TagKind::kTlsSend:
+        case TagKind::kTlsWake: {
+          auto* c = static_cast<Connection*>(tag->owner);
+          OnTlsStep(c, tag, done[i].res);
+          MaybeDestroy(c);
+          break;
+        }
         case TagKind::kFileIo: {
           auto* r = static_cast<IoRequest*>(tag->owner);
           Connection* c = r->conn;
@@ -379,28 +396,42 @@ void Worker::AddConnection(ConnectionSetup setup) {
   options_.sessions->Add(c->stats);
   c->msg.msg_iov = c->iov;
   c->last_recv_ns = MonotonicNs();
-  RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s", options_.index,
-                  c->setup.session_id, c->setup.client->client_id, c->setup.peer);
+  if (c->setup.tls != nullptr) {
+    auto data = [](Tag* tag) { return reinterpret_cast<uint64_t>(tag); };
+    c->tls = std::make_unique<tls::RingTransport>(&ring_);
+    c->tls->Attach(c->setup.fd.get(), std::move(c->setup.tls),
+                   {data(&c->tls_recv_tag), data(&c->tls_send_tag), data(&c->tls_wake_tag)});
+  }
+  RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s%s", options_.index,
+                  c->setup.session_id, c->setup.client->client_id, c->setup.peer,
+                  c->tls != nullptr ? " (TLS)" : "");
   MaybePostRecv(c);
 }
 
 void Worker::MaybePostRecv(Connection* c) {
   if (c->closing || c->recv_posted || c->inflight >= c->setup.max_inflight) return;
-  io_uring_sqe* sqe = GetSqe();
+  char* target;
+  size_t size;
   if (c->big != nullptr) {
-    io_uring_prep_recv(sqe, c->setup.fd.get(), c->big->data.get() + c->big_filled,
-                       c->big_len - c->big_filled, 0);
+    target = c->big->data.get() + c->big_filled;
+    size = c->big_len - c->big_filled;
   } else {
     if (c->begin > 0) {
       std::memmove(c->staging.get(), c->staging.get() + c->begin, c->end - c->begin);
       c->end -= c->begin;
       c->begin = 0;
     }
-    io_uring_prep_recv(sqe, c->setup.fd.get(), c->staging.get() + c->end,
-                       c->staging_cap - c->end, 0);
+    target = c->staging.get() + c->end;
+    size = c->staging_cap - c->end;
   }
-  io_uring_sqe_set_data(sqe, &c->recv_tag);
   c->recv_posted = true;
+  if (c->tls != nullptr) {
+    c->tls->Recv(target, size, reinterpret_cast<uint64_t>(&c->recv_tag));
+    return;
+  }
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_recv(sqe, c->setup.fd.get(), target, size, 0);
+  io_uring_sqe_set_data(sqe, &c->recv_tag);
 }
 
 void Worker::OnRecv(Connection* c, int result) {
@@ -684,6 +715,11 @@ void Worker::MaybePostSend(Connection* c) {
   }
   c->msg.msg_iov = c->iov;
   c->msg.msg_iovlen = n;
+  if (c->tls != nullptr) {
+    c->send_posted = true;
+    c->tls->Send(c->iov, n, reinterpret_cast<uint64_t>(&c->send_tag));
+    return;
+  }
   io_uring_sqe* sqe = GetSqe();
   io_uring_prep_sendmsg(sqe, c->setup.fd.get(), &c->msg, MSG_NOSIGNAL);
   io_uring_sqe_set_data(sqe, &c->send_tag);
@@ -724,6 +760,25 @@ void Worker::OnSend(Connection* c, int result) {
   if (!c->recv_posted) ProcessInput(c);  // resumes reading if it paused at max_inflight
 }
 
+void Worker::OnTlsStep(Connection* c, Tag* tag, int result) {
+  if (tag->kind == TagKind::kTlsRecv) {
+    c->tls->OnCipherRecv(result);
+  } else if (tag->kind == TagKind::kTlsSend) {
+    c->tls->OnCipherSend(result);
+  } else {
+    c->tls->OnWake();
+  }
+  c->tls->Drain([this, c](tls::RingTransport::Completion done) {
+    // The TLS reason says more than "Protocol error".
+    if (done.res == -EPROTO && !c->tls->last_error().empty()) Close(c, c->tls->last_error().c_str());
+    if (reinterpret_cast<Tag*>(done.user_data)->kind == TagKind::kRecv) {
+      OnRecv(c, done.res);
+    } else {
+      OnSend(c, done.res);
+    }
+  });
+}
+
 void Worker::Close(Connection* c, const char* why) {
   if (c->closing) return;
   c->closing = true;
@@ -736,6 +791,7 @@ void Worker::Close(Connection* c, const char* why) {
 
 void Worker::MaybeDestroy(Connection* c) {
   if (!c->closing || c->recv_posted || c->send_posted || c->pending_io > 0) return;
+  if (c->tls != nullptr && c->tls->busy()) return;  // its ciphertext buffers are in the kernel
   while (c->out_head != nullptr) pool_.Put(std::exchange(c->out_head, c->out_head->next));
   c->out_tail = nullptr;
   pool_.Put(std::exchange(c->big, nullptr));

@@ -25,6 +25,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/tls_stream.h"
+#include "common/tls_ring.h"
 #include "common/unique_fd.h"
 #include "server/attr.h"
 #include "server/buffer_pool.h"
@@ -54,6 +56,10 @@ struct ConnectionSetup {
   // What this session's client may do (squash, ro): the client's entry in the clients file, or
   // the server's --export-options.
   ExportOptions export_options;
+  // The session's TLS state after the handshake (null: plaintext), and the client certificate's
+  // subject (empty without one), for logs.
+  std::unique_ptr<tls::Stream> tls;
+  std::string peer_subject;
 };
 
 class Worker {
@@ -129,6 +135,8 @@ class Worker {
   void AddConnection(ConnectionSetup setup);
   void OnRecv(Connection* c, int result);
   void OnSend(Connection* c, int result);
+  // A ciphertext step (or wake) of a TLS connection; then the plaintext completions it made.
+  void OnTlsStep(Connection* c, Tag* tag, int result);
   void OnIo(IoRequest* r, int result);
   void ProcessInput(Connection* c);
   void MaybePostRecv(Connection* c);
