@@ -23,6 +23,9 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "common/auth_proof.h"
+#include "common/hello_channel.h"
+#include "common/tls_context.h"
+#include "common/tls_test_pki.h"
 #include "common/net.h"
 #include "common/wire.h"
 #include "frontend/backend_channel.h"
@@ -156,6 +159,8 @@ class AuthWireTest : public ::testing::Test {
     config.listen = "127.0.0.1:0";
     config.workers = 2;
     config.clients = entries_;
+    config.tls_cert = tls_cert_;
+    config.tls_key = tls_key_;
     server_ = std::make_unique<server::Server>(config);
     ASSERT_TRUE(server_->Start().ok());
     address_ = server_->bound_address();
@@ -183,6 +188,7 @@ class AuthWireTest : public ::testing::Test {
   TempDir dir_;
   TempDir export_;
   std::vector<server::ClientEntry> entries_;
+  std::string tls_cert_, tls_key_;  // set: the server speaks TLS
   std::unique_ptr<server::Server> server_;
   std::string address_;
   uint16_t port_ = 0;
@@ -501,6 +507,98 @@ TEST_F(AuthWireTest, SecretNeverCrossesTheWire) {
   const std::string secret = kAlphaSecret;
   for (size_t i = 0; i + 8 <= secret.size(); ++i) {
     EXPECT_EQ(captured.find(secret.substr(i, 8)), std::string::npos) << i;
+  }
+}
+
+// Mutual: a client that has a secret never talks to a server that cannot prove it knows it.
+TEST_F(AuthWireTest, AClientWithASecretRefusesAServerThatAsksForNone) {
+  entries_.clear();
+  StartServer("");
+  auto session = frontend::ConnectToServer(ClientConfig(address_, "alpha", kAlphaSecret));
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.status().code(), absl::StatusCode::kPermissionDenied) << session.status();
+  auto plain = frontend::ConnectToServer(ClientConfig(address_, "alpha", ""));
+  EXPECT_TRUE(plain.ok()) << plain.status();
+}
+
+// Over TLS both proofs cover keying material exported from the TLS session. A relay that
+// terminates the client's TLS and opens its own to the server (a man in the middle holding a
+// certificate the client trusts) passes the exchange along unchanged, and the client refuses
+// the server's proof: it was made for the other TLS session. Without TLS the same relay works,
+// which is why the README says to use TLS on networks you do not control.
+class RelayTest : public AuthWireTest {
+ protected:
+  void SetUp() override {
+    AuthWireTest::SetUp();
+    auto pki = tls::MakeTestPki(dir_.path());
+    ASSERT_TRUE(pki.ok()) << pki.status();
+    pki_ = *pki;
+  }
+  // Relays one connection: ClientHello, the challenge and the proof, then the final answer.
+  // Returns what it saw the client do after the challenge ("proof" or the error).
+  std::string RunRelay(bool tls, int listen_fd) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    UniqueFd client(accept4(listen_fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC));
+    if (!client.valid()) return "accept failed";
+    auto upstream_fd = ConnectTo(*ParseSocketAddress(address_), milliseconds(3000));
+    if (!upstream_fd.ok()) return "connect failed";
+    auto server_ctx = tls::Context::ForServer({pki_.server_cert, pki_.server_key, ""});
+    auto client_ctx = tls::Context::ForClient({pki_.ca, "", ""});
+    absl::StatusOr<HelloChannel> down =
+        tls ? HelloChannel::ServerTls(client.get(), *server_ctx) : HelloChannel(client.get());
+    absl::StatusOr<HelloChannel> up = tls ? HelloChannel::ClientTls(upstream_fd->get(),
+                                                                    *client_ctx, "localhost")
+                                          : HelloChannel(upstream_fd->get());
+    if (!down.ok() || !up.ok()) return "TLS set-up failed";
+    wire::ClientHello hello;
+    wire::ServerHello challenge, final_reply;
+    wire::ClientProof proof;
+    if (!down->Receive(&hello).ok() || !up->Send(hello).ok()) return "hello relay failed";
+    if (!up->Receive(&challenge).ok() || !down->Send(challenge).ok()) return "challenge relay";
+    if (absl::Status got = down->Receive(&proof); !got.ok()) return std::string(got.message());
+    if (!up->Send(proof).ok() || !up->Receive(&final_reply).ok() ||
+        !down->Send(final_reply).ok()) {
+      return "final relay failed";
+    }
+    return "proof";
+  }
+  tls::TestPki pki_;
+};
+
+TEST_F(RelayTest, ARelayBetweenTwoTlsSessionsGetsNoProof) {
+  for (bool tls : {false, true}) {
+    tls_cert_ = tls ? pki_.server_cert : "";
+    tls_key_ = tls ? pki_.server_key : "";
+    StartServer("");
+    UniqueFd listener(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(listener.get(), 4), 0);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    std::string relay_saw;
+    std::thread relay([&] { relay_saw = RunRelay(tls, listener.get()); });
+    frontend::BackendConfig config =
+        ClientConfig("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), "alpha", kAlphaSecret);
+    if (tls) {
+      auto ctx = tls::Context::ForClient({pki_.ca, "", ""});
+      ASSERT_TRUE(ctx.ok()) << ctx.status();
+      config.tls = *ctx;
+      config.tls_name = "localhost";
+    }
+    auto session = frontend::ConnectToServer(config);
+    relay.join();
+    if (tls) {
+      EXPECT_FALSE(session.ok()) << "a relayed TLS handshake must not authenticate";
+      EXPECT_NE(relay_saw, "proof") << "the client gave the relay a proof";
+      EXPECT_EQ(Failures(server::Authenticator::Failure::kNoProof), 1u);
+    } else {
+      EXPECT_TRUE(session.ok()) << session.status() << " (relay: " << relay_saw << ")";
+      EXPECT_EQ(relay_saw, "proof");
+    }
   }
 }
 
