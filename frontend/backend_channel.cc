@@ -985,22 +985,22 @@ void BackendChannel::ParseStaging() {
 }
 
 bool BackendChannel::BeginReply(const fuse_out_header& header) {
-  if (header.len < sizeof(fuse_out_header) ||
-      header.len > sizeof(fuse_out_header) + wire::kMaxFrameBytes) {
+  std::optional<size_t> body_bytes = ReplyBodyBytes(header);
+  if (!body_bytes) {
     Fail(absl::StrFormat("invalid reply length %u", header.len));
     return false;
   }
-  size_t body = header.len - sizeof(fuse_out_header);
+  size_t body = *body_bytes;
   current_ = header;
   current_body_ = body;
   current_received_ = 0;
   if (header.unique == 0) {
-    if (!node_handles_on_ || header.error != wire::kNotifyNodeHandles || body == 0 ||
-        body % sizeof(wire::NodeHandleRecord) != 0) {
+    size_t records = NotificationRecords(header, body, node_handles_on_);
+    if (records == 0) {
       Fail(absl::StrFormat("invalid notification (code %d, %zu bytes)", header.error, body));
       return false;
     }
-    notify_buf_.resize(body / sizeof(wire::NodeHandleRecord));
+    notify_buf_.resize(records);
     current_slot_ = kNotify;
     return true;
   }
@@ -1020,10 +1020,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   uint32_t slot = it->second;
   const PendingReply& expect = records_[slot]->reply;
-  bool valid = header.error <= 0 && header.error > -512 &&
-               (header.error == 0 ? TrailerBytes(expect, body) >= 0 && body <= expect.capacity
-                                  : body == 0);
-  if (!valid) {
+  if (!ValidReply(expect, header, body, dir_attrs_on_)) {
     RINGFS_LOG_WARN("queue %u: invalid reply to %s request %u: error %d, %zu body bytes",
                     config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
                     header.error, body);
@@ -1114,21 +1111,9 @@ void BackendChannel::FinishReply() {
   FillWindow();
 }
 
-long BackendChannel::TrailerBytes(const PendingReply& expect, size_t body) const {
-  if (body >= expect.min_body && body <= expect.max_body) return 0;
-  // Only fixed-size replies carry trailers, so the plain body ends at max_body.
-  if (!dir_attrs_on_ || !wire::CarriesDirAttrs(expect.opcode) || body < expect.max_body) return -1;
-  size_t extra = body - expect.max_body;
-  if (extra % sizeof(wire::DirAttrTrailer) != 0 ||
-      extra > wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer)) {
-    return -1;
-  }
-  return static_cast<long>(extra);
-}
-
 size_t BackendChannel::TakeTrailers() {
   const PendingReply& reply = records_[current_slot_]->reply;
-  long extra = TrailerBytes(reply, current_body_);
+  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();

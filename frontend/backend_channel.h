@@ -40,6 +40,7 @@
 #include "frontend/interrupt_board.h"
 #include "frontend/node_ledger.h"
 #include "frontend/reclaim_run.h"
+#include "frontend/reply_frame.h"
 #include "frontend/reply_origin.h"
 #include "frontend/server_binding.h"
 
@@ -104,16 +105,6 @@ wire::ClientHello MakeClientHello(const BackendConfig& config);
 absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
                                                 const wire::ServerHello& reply,
                                                 bool authenticated = false);
-
-// Where a reply's body lands and which sizes are acceptable for it.
-struct PendingReply {
-  uint32_t slot = 0;
-  uint32_t opcode = 0;
-  char* body = nullptr;
-  size_t capacity = 0;
-  size_t min_body = 0;
-  size_t max_body = 0;
-};
 
 class ReplySink {
  public:
@@ -251,7 +242,6 @@ class BackendChannel {
   void ParseStaging();
   bool BeginReply(const fuse_out_header& header);
   void FinishReply();
-  long TrailerBytes(const PendingReply& expect, size_t body) const;
   size_t TakeTrailers();
   // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
   // when a SENDMSG or receive holds them, resets the connection to get them back.

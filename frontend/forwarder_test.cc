@@ -69,12 +69,15 @@ class Delivery {
     if (transport == Transport::kRing) {
       std::memcpy(entry_.in_out, &in, sizeof(in));
       if (op_size > 0) std::memcpy(entry_.op_in, op_struct, op_size);
-      std::memcpy(buffer_.data(), payload.data(), payload.size());
+      // An empty payload's data() may be null, which memcpy must not get even for 0 bytes.
+      if (!payload.empty()) std::memcpy(buffer_.data(), payload.data(), payload.size());
       entry_.ring_ent_in_out.payload_sz = static_cast<uint32_t>(payload.size());
     } else {
       std::memcpy(buffer_.data(), &in, sizeof(in));
       if (op_size > 0) std::memcpy(buffer_.data() + sizeof(in), op_struct, op_size);
-      std::memcpy(buffer_.data() + sizeof(in) + op_size, payload.data(), payload.size());
+      if (!payload.empty()) {
+        std::memcpy(buffer_.data() + sizeof(in) + op_size, payload.data(), payload.size());
+      }
       delivered_ = in.len;
     }
   }

@@ -33,7 +33,7 @@ enum class DecodeResult : uint8_t {
 
 struct KernelRequest {
   fuse_in_header header{};  // a copy: the transport's buffer later receives the reply
-  fuse::OpInfo op{};        // valid unless decoded == kUnknownOpcode/kTruncatedHeader
+  fuse::OpInfo op{};  // empty when decoded is kTruncatedHeader, kBadLength or kUnknownOpcode
   const char* op_in = nullptr;  // the argument struct, op.in_struct_size bytes
   size_t op_in_size = 0;
   const char* payload = nullptr;  // what follows the struct (names, WRITE data, forgets)

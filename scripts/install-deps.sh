@@ -10,6 +10,9 @@ packages=(
   libgtest-dev libgmock-dev fio attr util-linux procps jq iproute2
   # scripts/thread_safety.sh: clang++ (14 on Debian 12) checks the lock annotations GCC ignores.
   clang
+  # scripts/fuzz.sh, scripts/sanitize.sh: clang's libFuzzer, ASan and UBSan runtimes (only
+  # recommended by clang, which --no-install-recommends leaves out), and ccache for their builds.
+  libclang-rt-14-dev ccache
   # bench/run.sh compares against sshfs through its own sshd and plots with matplotlib;
   # the Prometheus test scrapes real endpoints with Debian's server.
   sshfs openssh-server openssh-client python3-matplotlib prometheus

@@ -37,6 +37,9 @@ std::string FormatAddress(const sockaddr_storage& storage) {
   return "unix";
 }
 
+// Longest export name a refusal repeats (PATH_MAX).
+constexpr size_t kMaxEchoedExportName = 4096;
+
 }  // namespace
 
 Listener::Listener(Options options, ClientRegistry* registry, Handoff handoff)
@@ -61,6 +64,13 @@ wire::ServerHello Listener::Validate(const wire::ClientHello& hello, const Optio
                                   hello.wire_version()));
   }
   if (!hello.export_name().empty() && hello.export_name() != "/") {
+    // A long name is not echoed: near the 64 KiB handshake limit the refusal itself would not
+    // fit, and the client would get no answer at all.
+    if (hello.export_name().size() > kMaxEchoedExportName) {
+      return refuse(wire::ServerHello::NO_SUCH_EXPORT,
+                    absl::StrFormat("no export of %u bytes (this server exports only '/')",
+                                    hello.export_name().size()));
+    }
     return refuse(wire::ServerHello::NO_SUCH_EXPORT,
                   absl::StrFormat("no export '%s' (this server exports only '/')",
                                   hello.export_name()));

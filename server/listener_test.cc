@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/wire.h"
 #include "server/test_client.h"
 
 namespace ringfs::server {
@@ -46,6 +47,23 @@ TEST(ClientStateKeyTest, NamesSeparateStates) {
   EXPECT_NE(ClientStateKey("", "alpha/id-1"), ClientStateKey("alpha", "id-1"))
       << "a nameless client cannot reach a named client's state through its client_id";
   EXPECT_EQ(ClientStateKey("alpha", ""), "") << "no client_id: a private state";
+}
+
+// Found by reading for the handshake fuzz target (tests/fuzz/fuzz_handshake.cc), whose
+// invariant is that every answer can be sent: a ClientHello that fits the 64 KiB limit with an
+// export name of nearly that size got a refusal that repeated the name, did not fit the limit
+// itself, and so was never sent; the client saw only a closed connection.
+TEST(ListenerValidateTest, RefusalOfAHugeExportNameStillFitsTheHandshake) {
+  wire::ClientHello hello;
+  hello.set_wire_version(wire::kWireVersion);
+  hello.set_export_name(std::string(wire::kMaxHandshakeBytes - 16, 'x'));
+  ASSERT_TRUE(wire::EncodeHandshake(hello).ok());
+  Listener::Options options;
+  options.max_inflight = 64;
+  wire::ServerHello reply = Listener::Validate(hello, options, 1);
+  EXPECT_EQ(reply.result(), wire::ServerHello::NO_SUCH_EXPORT);
+  EXPECT_TRUE(wire::EncodeHandshake(reply).ok()) << reply.message().size() << " bytes";
+  EXPECT_LT(reply.message().size(), 200u);
 }
 
 }  // namespace

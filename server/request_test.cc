@@ -335,8 +335,10 @@ TEST(RequestReclaimTest, BatchesDecodeWithOneResultPerRecord) {
   wire::ReclaimNodeRecord node{};
   node.nlookup = 3;
   node.handle.nodeid = 77;
-  auto nodes = DecodeRequest(testing::Frame(wire::kOpReclaimNodes, 1, 0,
-                                            Batch(2) + testing::Bytes(node) + testing::Bytes(node)));
+  // A Request points into its frame: the frames live as long as the decoded requests.
+  const std::string nodes_frame = testing::Frame(
+      wire::kOpReclaimNodes, 1, 0, Batch(2) + testing::Bytes(node) + testing::Bytes(node));
+  auto nodes = DecodeRequest(nodes_frame);
   ASSERT_TRUE(nodes.ok()) << nodes.status();
   const auto& args = std::get<ReclaimNodesArgs>(nodes->args);
   ASSERT_EQ(args.count, 2u);
@@ -345,8 +347,9 @@ TEST(RequestReclaimTest, BatchesDecodeWithOneResultPerRecord) {
   EXPECT_EQ(nodes->reply_capacity, 2 * sizeof(int32_t));
 
   wire::ReopenRecord reopen{.fh = 5, .nodeid = 77, .flags = 2, .directory = 0};
-  auto handles =
-      DecodeRequest(testing::Frame(wire::kOpReopenHandles, 2, 0, Batch(1) + testing::Bytes(reopen)));
+  const std::string handles_frame =
+      testing::Frame(wire::kOpReopenHandles, 2, 0, Batch(1) + testing::Bytes(reopen));
+  auto handles = DecodeRequest(handles_frame);
   ASSERT_TRUE(handles.ok()) << handles.status();
   EXPECT_EQ(std::get<ReopenHandlesArgs>(handles->args).Record(0).fh, 5u);
   auto empty = DecodeRequest(testing::Frame(wire::kOpReopenHandles, 3, 0, Batch(0)));

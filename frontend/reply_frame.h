@@ -1,0 +1,45 @@
+// The checks ringfs-mount makes on a reply frame from the server before it lets the body reach
+// a request's buffer: the header's length, node-handle notifications (common/node_handle.h),
+// the body against what the request allows, and dir-attr trailers (common/dir_attrs.h).
+// BackendChannel calls them on every frame it receives; they are pure so that the fuzz target
+// (tests/fuzz/fuzz_reply_frame.cc) checks the very code the channel runs. Any thread.
+#pragma once
+
+#include <linux/fuse.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+namespace ringfs::frontend {
+
+// Where a reply's body lands and which sizes are acceptable for it.
+struct PendingReply {
+  uint32_t slot = 0;
+  uint32_t opcode = 0;
+  char* body = nullptr;
+  size_t capacity = 0;
+  size_t min_body = 0;
+  size_t max_body = 0;
+};
+
+// Bytes after the header that `header.len` announces; nullopt when the length is below the
+// header or above the wire's frame limit (the stream can no longer be trusted).
+std::optional<size_t> ReplyBodyBytes(const fuse_out_header& header);
+
+// For a frame with unique 0 and `body` bytes after the header: how many NodeHandleRecords it
+// carries, or 0 when it is no valid node-handle notification on this connection.
+size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node_handles_on);
+
+// Bytes of dir-attr trailers at the end of a success body of `body` bytes answering `expect`:
+// 0 when the body fits the request as it is, -1 when it fits neither the request nor the
+// request's fixed reply followed by 1..kMaxDirAttrTrailers trailers (only where negotiated and
+// the opcode changes a directory).
+long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on);
+
+// Whether a reply to `expect` (unique != 0) may be delivered: an errno 1..511 without a body,
+// or success with a body the request allows, trailers included, that fits its buffer.
+bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
+                bool dir_attrs_on);
+
+}  // namespace ringfs::frontend

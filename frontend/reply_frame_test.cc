@@ -1,0 +1,58 @@
+// The reply-frame checks BackendChannel runs on every frame from the server.
+#include "frontend/reply_frame.h"
+
+#include <gtest/gtest.h>
+
+#include "common/dir_attrs.h"
+#include "common/node_handle.h"
+#include "common/wire.h"
+
+namespace ringfs::frontend {
+namespace {
+
+fuse_out_header Header(size_t body, int32_t error = 0, uint64_t unique = 2) {
+  return fuse_out_header{static_cast<uint32_t>(sizeof(fuse_out_header) + body), error, unique};
+}
+
+TEST(ReplyFrameTest, BodyLengthWithinHeaderAndFrameLimit) {
+  EXPECT_EQ(ReplyBodyBytes(Header(0)), 0u);
+  EXPECT_EQ(ReplyBodyBytes(Header(wire::kMaxFrameBytes)), wire::kMaxFrameBytes);
+  EXPECT_FALSE(ReplyBodyBytes(Header(wire::kMaxFrameBytes + 1)));
+  EXPECT_FALSE(ReplyBodyBytes(fuse_out_header{15, 0, 2}));
+}
+
+TEST(ReplyFrameTest, NotificationsAreWholeRecordsOnlyWhereNegotiated) {
+  const size_t one = sizeof(wire::NodeHandleRecord);
+  fuse_out_header notify = Header(2 * one, wire::kNotifyNodeHandles, 0);
+  EXPECT_EQ(NotificationRecords(notify, 2 * one, true), 2u);
+  EXPECT_EQ(NotificationRecords(notify, 2 * one, false), 0u);
+  EXPECT_EQ(NotificationRecords(notify, one + 1, true), 0u);
+  EXPECT_EQ(NotificationRecords(notify, 0, true), 0u);
+  EXPECT_EQ(NotificationRecords(Header(one, 0, 0), one, true), 0u);
+}
+
+TEST(ReplyFrameTest, BodiesErrorsAndTrailers) {
+  char buffer[1024];
+  const size_t entry = sizeof(fuse_entry_out), trailer = sizeof(wire::DirAttrTrailer);
+  PendingReply mkdir{0, FUSE_MKDIR, buffer, sizeof(buffer), entry, entry};
+  EXPECT_TRUE(ValidReply(mkdir, Header(entry), entry, false));
+  EXPECT_FALSE(ValidReply(mkdir, Header(entry - 1), entry - 1, false));
+  EXPECT_TRUE(ValidReply(mkdir, Header(0, -ENOENT), 0, false));
+  EXPECT_FALSE(ValidReply(mkdir, Header(8, -ENOENT), 8, false));
+  EXPECT_FALSE(ValidReply(mkdir, Header(0, 1), 0, false));
+  EXPECT_FALSE(ValidReply(mkdir, Header(0, -512), 0, false));
+  // Trailers: only negotiated, whole, at most two, and within the buffer.
+  EXPECT_EQ(DirAttrTrailerBytes(mkdir, entry + trailer, true), static_cast<long>(trailer));
+  EXPECT_EQ(DirAttrTrailerBytes(mkdir, entry + trailer, false), -1);
+  EXPECT_EQ(DirAttrTrailerBytes(mkdir, entry + trailer + 1, true), -1);
+  EXPECT_EQ(DirAttrTrailerBytes(mkdir, entry + 3 * trailer, true), -1);
+  EXPECT_TRUE(ValidReply(mkdir, Header(entry + 2 * trailer), entry + 2 * trailer, true));
+  PendingReply small = mkdir;
+  small.capacity = entry + trailer;
+  EXPECT_FALSE(ValidReply(small, Header(entry + 2 * trailer), entry + 2 * trailer, true));
+  PendingReply read{0, FUSE_READ, buffer, sizeof(buffer), 0, 512};
+  EXPECT_EQ(DirAttrTrailerBytes(read, 512 + trailer, true), -1);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

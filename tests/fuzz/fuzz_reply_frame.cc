@@ -1,0 +1,117 @@
+// Fuzzes the checks ringfs-mount makes on reply frames from the server (frontend/reply_frame.cc,
+// what BackendChannel::BeginReply/TakeTrailers run): a stream of frames read the way the
+// channel reads them, each checked against one outstanding request whose bounds come from
+// SuccessReplyBounds as the Forwarder computes them. Whatever is accepted must fit: a
+// notification is whole records, an error has no body, a success body fits the request's buffer
+// and is its plain reply plus whole dir-attr trailers, only where they were negotiated.
+//
+// Input: flags (bit 0 dir attrs, bit 1 node handles), the request's opcode (one byte), its
+// buffer capacity (u32), its argument struct (the opcode's size from the table), then frames.
+#include <cstdint>
+#include <cstring>
+
+#include "common/dir_attrs.h"
+#include "common/fuse_ops.h"
+#include "common/node_handle.h"
+#include "common/wire.h"
+#include "frontend/reply_frame.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace ringfs::frontend {
+namespace {
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  size_t left() const { return size_; }
+  bool Take(void* out, size_t n) {
+    if (n > size_) return false;
+    if (n > 0) std::memcpy(out, data_, n);
+    data_ += n;
+    size_ -= n;
+    return true;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+};
+
+void Run(const uint8_t* data, size_t size) {
+  Reader in(data, size);
+  uint8_t flags = 0, opcode = 0;
+  uint32_t capacity = 0;
+  if (!in.Take(&flags, 1) || !in.Take(&opcode, 1) || !in.Take(&capacity, 4)) return;
+  const bool dir_attrs_on = (flags & 1) != 0;
+  const bool node_handles_on = (flags & 2) != 0;
+  std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
+  if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
+  fuzz::ExactCopy op_in(nullptr, 0);
+  {
+    std::vector<uint8_t> bytes(op->in_struct_size);
+    if (!in.Take(bytes.data(), bytes.size())) return;
+    op_in = fuzz::ExactCopy(bytes.data(), bytes.size());
+  }
+  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(opcode, op_in.data(), op_in.size());
+  FUZZ_CHECK(bounds.expected && bounds.min <= bounds.max);
+  // The worker's buffer holds at least the largest success reply (Forwarder's ReplyBuffer); the
+  // fuzzer may only make it larger.
+  PendingReply expect{0, opcode, nullptr, std::max<size_t>(bounds.max, capacity % (1u << 21)),
+                      bounds.min, bounds.max};
+
+  while (in.left() >= sizeof(fuse_out_header)) {
+    fuse_out_header header;
+    in.Take(&header, sizeof(header));
+    std::optional<size_t> body = ReplyBodyBytes(header);
+    if (!body) {
+      FUZZ_CHECK(header.len < sizeof(header) || header.len - sizeof(header) > wire::kMaxFrameBytes);
+      return;  // the channel drops the connection
+    }
+    FUZZ_CHECK(*body + sizeof(header) == header.len && *body <= wire::kMaxFrameBytes);
+    if (*body > in.left()) return;  // the rest of the frame never came
+    fuzz::ExactCopy bytes(nullptr, 0);
+    {
+      std::vector<uint8_t> raw(*body);
+      in.Take(raw.data(), raw.size());
+      bytes = fuzz::ExactCopy(raw.data(), raw.size());
+    }
+    if (header.unique == 0) {
+      size_t records = NotificationRecords(header, *body, node_handles_on);
+      if (records == 0) return;
+      FUZZ_CHECK(node_handles_on && header.error == wire::kNotifyNodeHandles);
+      FUZZ_CHECK(records * sizeof(wire::NodeHandleRecord) == *body);
+      std::vector<wire::NodeHandleRecord> notify(records);
+      std::memcpy(notify.data(), bytes.data(), *body);
+      continue;
+    }
+    if (!ValidReply(expect, header, *body, dir_attrs_on)) return;
+    if (header.error != 0) {
+      FUZZ_CHECK(header.error < 0 && header.error > -512 && *body == 0);
+      continue;
+    }
+    FUZZ_CHECK(*body <= expect.capacity);
+    long extra = DirAttrTrailerBytes(expect, *body, dir_attrs_on);
+    FUZZ_CHECK(extra >= 0 && static_cast<size_t>(extra) <= *body);
+    const size_t plain = *body - static_cast<size_t>(extra);
+    FUZZ_CHECK(plain >= expect.min_body && plain <= expect.max_body);
+    if (extra > 0) {
+      FUZZ_CHECK(dir_attrs_on && wire::CarriesDirAttrs(opcode));
+      FUZZ_CHECK(plain == expect.max_body);
+      FUZZ_CHECK(extra % sizeof(wire::DirAttrTrailer) == 0);
+      FUZZ_CHECK(static_cast<size_t>(extra) <=
+                 wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer));
+    }
+    for (size_t at = plain; at < *body; at += sizeof(wire::DirAttrTrailer)) {
+      wire::DirAttrTrailer trailer;  // as TakeTrailers reads it
+      std::memcpy(&trailer, bytes.data() + at, sizeof(trailer));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ringfs::frontend::Run(data, size);
+  return 0;
+}
