@@ -8,12 +8,12 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/status.h"
 #include "common/wire.h"
 
 namespace ringfs::tls {
 
-absl::StatusOr<std::unique_ptr<Stream>> Stream::Client(std::shared_ptr<Context> context,
-                                                       std::string_view server_name) {
+absl::StatusOr<std::unique_ptr<Stream>> Stream::New(std::shared_ptr<Context> context) {
   SSL* ssl = SSL_new(context->get());
   if (ssl == nullptr) return absl::InternalError(DrainErrors("SSL_new failed"));
   BIO* in = BIO_new(BIO_s_mem());
@@ -21,7 +21,13 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Client(std::shared_ptr<Context> 
   // A drained memory BIO reports "retry" instead of EOF.
   BIO_set_mem_eof_return(in, -1);
   SSL_set_bio(ssl, in, out);
-  std::unique_ptr<Stream> stream(new Stream(std::move(context), ssl, in, out));
+  return std::unique_ptr<Stream>(new Stream(std::move(context), ssl, in, out));
+}
+
+absl::StatusOr<std::unique_ptr<Stream>> Stream::Client(std::shared_ptr<Context> context,
+                                                       std::string_view server_name) {
+  ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, New(std::move(context)));
+  SSL* ssl = stream->ssl_;
   SSL_set_connect_state(ssl);
   std::string name(server_name);
   in6_addr ip{};
@@ -42,14 +48,9 @@ absl::StatusOr<std::unique_ptr<Stream>> Stream::Client(std::shared_ptr<Context> 
 }
 
 absl::StatusOr<std::unique_ptr<Stream>> Stream::Server(std::shared_ptr<Context> context) {
-  SSL* ssl = SSL_new(context->get());
-  if (ssl == nullptr) return absl::InternalError(DrainErrors("SSL_new failed"));
-  BIO* in = BIO_new(BIO_s_mem());
-  BIO* out = BIO_new(BIO_s_mem());
-  BIO_set_mem_eof_return(in, -1);
-  SSL_set_bio(ssl, in, out);
-  SSL_set_accept_state(ssl);
-  return std::unique_ptr<Stream>(new Stream(std::move(context), ssl, in, out));
+  ASSIGN_OR_RETURN(std::unique_ptr<Stream> stream, New(std::move(context)));
+  SSL_set_accept_state(stream->ssl_);
+  return stream;
 }
 
 Stream::~Stream() { SSL_free(ssl_); }

@@ -58,6 +58,8 @@ class Stream {
  private:
   Stream(std::shared_ptr<Context> context, SSL* ssl, BIO* in, BIO* out)
       : context_(std::move(context)), ssl_(ssl), in_(in), out_(out) {}
+  // An SSL over two memory BIOs, in neither role yet.
+  static absl::StatusOr<std::unique_ptr<Stream>> New(std::shared_ptr<Context> context);
   absl::Status Error(int rc, const char* during);
 
   std::shared_ptr<Context> context_;

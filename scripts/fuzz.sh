@@ -11,22 +11,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_dir=${1:?usage: fuzz.sh BUILD_DIR [SECONDS]}
 seconds=${2:-30}
-for tool in clang clang++; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "fuzz: $tool not found (scripts/install-deps.sh installs clang)" >&2
-    exit 1
-  fi
-done
-
-launcher=()
-if command -v ccache >/dev/null; then
-  # Relative paths in the cache keys: another checkout of the same sources hits the cache too.
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
+source scripts/clang_build.sh
 start=$SECONDS
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DRINGFS_FUZZ=ON "${launcher[@]}" >/dev/null
+clang_configure fuzz "$build_dir" -DRINGFS_FUZZ=ON
 cmake --build "$build_dir" --target ringfs_fuzz
 build_dir=$(cd "$build_dir" && pwd)
 echo "fuzz: built in $((SECONDS - start)) s"

@@ -10,21 +10,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 build_dir=${1:?usage: sanitize.sh BUILD_DIR}
-for tool in clang clang++; do
-  if ! command -v "$tool" >/dev/null; then
-    echo "sanitize: $tool not found (scripts/install-deps.sh installs clang)" >&2
-    exit 1
-  fi
-done
-
-launcher=()
-if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(pwd)}
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
+source scripts/clang_build.sh
 start=$SECONDS
-cmake -S . -B "$build_dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DRINGFS_SANITIZE=ON "${launcher[@]}" >/dev/null
+clang_configure sanitize "$build_dir" -DRINGFS_SANITIZE=ON
 cmake --build "$build_dir" --target ringfs_unit_tests
 echo "sanitize: built in $((SECONDS - start)) s"
 
