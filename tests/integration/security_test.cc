@@ -386,6 +386,13 @@ TEST_F(ClientsFileTest, PerClientOptionsReachTheSessions) {
   ASSERT_TRUE(env_->WaitMountServing());
   ASSERT_EQ(WriteFile(env_->Exp("seen"), "from the export"), 0);
   EXPECT_EQ(ReadFile(env_->Mnt("seen")), "from the export");
+  // The reader's options=ro: every change is EROFS on the server, whatever the client allows.
+  errno = 0;
+  EXPECT_NE(::mkdir(env_->Mnt("made").c_str(), 0755), 0);
+  EXPECT_EQ(errno, EROFS) << ErrnoName(errno);
+  EXPECT_NE(WriteFile(env_->Mnt("seen"), "changed"), 0);
+  EXPECT_EQ(errno, EROFS) << ErrnoName(errno);
+  EXPECT_EQ(ReadFile(env_->Exp("seen")), "from the export");
 
   const std::string listing = base + "/clients.json";
   auto ran = RunCommand({BinPath("ringfsctl"), "--json", "server", "--admin", admin, "clients"},
