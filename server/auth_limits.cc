@@ -19,10 +19,15 @@ bool AuthRateLimiter::TryAcquire(const std::string& source) {
   if (it == buckets_.end()) {
     if (buckets_.size() >= options_.max_sources) {
       // A full bucket says nothing a missing one would not: forget those.
-      absl::erase_if(buckets_, [&](auto& entry) {
-        Refill(&entry.second, now);
-        return entry.second.tokens >= options_.burst;
-      });
+      // A loop, not erase_if with a lambda: the lock analysis does not see mu_ held inside one.
+      for (auto entry = buckets_.begin(); entry != buckets_.end();) {
+        Refill(&entry->second, now);
+        if (entry->second.tokens >= options_.burst) {
+          buckets_.erase(entry++);
+        } else {
+          ++entry;
+        }
+      }
       // Still full: many sources are failing at once; take no new one until some recover.
       if (buckets_.size() >= options_.max_sources) return false;
     }
