@@ -5,8 +5,9 @@
 // that the client accepts exactly when it says OK, with limits never above what either side
 // asked for.
 //
-// Input: one byte of settings (bit 0: the server has a token; bit 1: the client wants dir attrs;
-// bit 2: the client wants node handles), then the handshake frame.
+// Input: one byte of settings (bit 0: unused since authentication moved to the Authenticator;
+// bit 1: the client wants dir attrs; bit 2: the client wants node handles), then the handshake
+// frame.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -38,7 +39,9 @@ frontend::BackendConfig ClientConfig(uint8_t settings, uint32_t max_inflight) {
 void CheckClient(const frontend::BackendConfig& config, const wire::ServerHello& reply) {
   absl::StatusOr<frontend::ServerSession> session = frontend::AcceptServerHello(config, reply);
   if (!session.ok()) {
-    FUZZ_CHECK(reply.result() != wire::ServerHello::OK || reply.max_inflight() == 0);
+    // Refused: not OK, no request allowed, or a challenge where the final answer belongs.
+    FUZZ_CHECK(reply.result() != wire::ServerHello::OK || reply.max_inflight() == 0 ||
+               reply.has_challenge());
     return;
   }
   FUZZ_CHECK(reply.result() == wire::ServerHello::OK);
@@ -53,7 +56,6 @@ void CheckClient(const frontend::BackendConfig& config, const wire::ServerHello&
 // The server's side of a ClientHello, then the client's side of the answer as sent.
 void CheckServer(uint8_t settings, const wire::ClientHello& hello) {
   server::Listener::Options options;
-  options.token = (settings & 1) != 0 ? "secret" : "";
   options.max_inflight = 64;
   options.server_id = "fuzz";
   options.instance_id = 0x1234;
@@ -62,7 +64,6 @@ void CheckServer(uint8_t settings, const wire::ClientHello& hello) {
   FUZZ_CHECK(reply.wire_version() == wire::kWireVersion);
   if (reply.result() == wire::ServerHello::OK) {
     FUZZ_CHECK(hello.wire_version() == wire::kWireVersion);
-    FUZZ_CHECK(options.token.empty() || hello.token() == options.token);
     FUZZ_CHECK(reply.max_inflight() >= 1);
     FUZZ_CHECK(reply.max_inflight() <= hello.max_inflight());
     FUZZ_CHECK(reply.max_inflight() <= options.max_inflight);

@@ -183,7 +183,8 @@ void Handshake() {
   hello.set_wire_version(wire::kWireVersion);
   hello.set_client_id("client-1");
   hello.set_export_name("/");
-  hello.set_token("secret");
+  hello.set_client_name("client");
+  hello.set_client_nonce(std::string(32, 'n'));
   hello.set_max_inflight(16);
   hello.set_max_frame_bytes(wire::kMaxFrameBytes);
   hello.set_fuse_minor(45);
