@@ -12,6 +12,7 @@
 #include "common/auth_proof.h"
 #include "common/dir_attrs.h"
 #include "common/hello_channel.h"
+#include "common/invalidation.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
@@ -79,6 +80,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_attr_timeout_ns(config.attr_timeout.count());
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);
   hello.set_want_node_handles(config.ledger != nullptr);
+  hello.set_want_invalidations(config.notifier != nullptr);
   return hello;
 }
 
@@ -114,6 +116,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
   session.instance_id = reply.instance_id();
   session.node_handles = config.ledger != nullptr && reply.node_handles();
+  session.invalidations = config.notifier != nullptr && reply.invalidations();
   return session;
 }
 
@@ -511,6 +514,12 @@ void BackendChannel::Install(ServerSession session) {
   fd_ = std::move(session.fd);
   dir_attrs_on_ = session.dir_attrs;
   node_handles_on_ = session.node_handles;
+  if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
+    RINGFS_LOG_WARN("queue %u: server %s does not push cache invalidations: changes made through "
+                    "other mounts are seen only when the entry/attr timeouts expire",
+                    config_.queue, config_.address.text);
+  }
+  invalidations_on_ = session.invalidations;
   server_max_inflight_ = session.max_inflight;
   state_ = State::kUp;
   if (ever_connected_ && session.instance_id != server_instance_ && config_.binding == nullptr) {
@@ -994,6 +1003,15 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   current_ = header;
   current_body_ = body;
   current_received_ = 0;
+  if (header.unique == 0 && header.error == wire::kNotifyInvalidate) {
+    if (!invalidations_on_ || body == 0) {
+      Fail(absl::StrFormat("unexpected invalidation frame (%zu bytes)", body));
+      return false;
+    }
+    invalidation_buf_.resize(body);
+    current_slot_ = kNotify;
+    return true;
+  }
   if (header.unique == 0) {
     size_t records = NotificationRecords(header, body, node_handles_on_);
     if (records == 0) {
@@ -1086,11 +1104,24 @@ void BackendChannel::QueueOwn(std::string frame, bool expects_reply) {
 }
 
 char* BackendChannel::BodyTarget() {
+  if (current_slot_ == kNotify && current_.error == wire::kNotifyInvalidate) {
+    return invalidation_buf_.data();
+  }
   return current_slot_ == kNotify ? reinterpret_cast<char*>(notify_buf_.data())
                                   : records_[current_slot_]->reply.body;
 }
 
 void BackendChannel::FinishReply() {
+  if (current_slot_ == kNotify && current_.error == wire::kNotifyInvalidate) {
+    current_slot_ = kOneWay;
+    std::vector<wire::Invalidation> records;
+    if (!wire::ParseInvalidations(invalidation_buf_, &records)) {
+      Fail("malformed invalidation frame");
+      return;
+    }
+    config_.notifier->Post(std::move(records));
+    return;
+  }
   if (current_slot_ == kNotify) {
     config_.ledger->SetHandles(notify_buf_.data(), notify_buf_.size());
     current_slot_ = kOneWay;

@@ -38,6 +38,7 @@
 #include "common/wire.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
+#include "frontend/kernel_notifier.h"
 #include "frontend/node_ledger.h"
 #include "frontend/reclaim_run.h"
 #include "frontend/reply_frame.h"
@@ -78,6 +79,8 @@ struct BackendConfig {
   // name `tls_name`, or when that is empty the host of `address`.
   std::shared_ptr<tls::Context> tls;
   std::string tls_name;
+  // Where the server's cache invalidations go (common/invalidation.h); null: not asked for.
+  KernelNotifier* notifier = nullptr;
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
@@ -90,6 +93,7 @@ struct ServerSession {
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
   bool node_handles = false;  // handle notifications and reclaim (common/node_handle.h)
+  bool invalidations = false; // the server pushes invalidations (common/invalidation.h)
 };
 
 // Opens a connection and performs the handshake, blocking (bounded by connect_timeout and the
@@ -262,6 +266,7 @@ class BackendChannel {
   UniqueFd fd_;
   size_t address_index_ = 0;     // of config_.address in the binding
   bool node_handles_on_ = false;
+  bool invalidations_on_ = false;
   Hold hold_ = Hold::kNone;
   std::deque<SendItem> held_one_way_;  // FORGETs that came while holding
   std::unique_ptr<ReclaimRun> reclaim_;
@@ -272,6 +277,7 @@ class BackendChannel {
   std::vector<char> reclaim_reply_;
   uint64_t reclaims_ = 0;
   std::vector<wire::NodeHandleRecord> notify_buf_;  // the handle notification being read
+  std::string invalidation_buf_;                    // the invalidation frame being read
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   uint32_t server_max_inflight_ = 0;

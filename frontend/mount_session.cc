@@ -55,6 +55,7 @@ MountSession::~MountSession() {
   }
   devfuse_workers_.clear();  // they end once the connection is gone
   if (engine_) engine_->Stop();
+  if (notifier_) notifier_->Stop();
 }
 
 StatsSnapshot MountSession::Snapshot() const {
@@ -95,8 +96,12 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.queue = queue;
   config.fuse_minor = init_.minor == 0 ? fuse::kKernelMinor : init_.minor;
   config.max_inflight = max_inflight;
-  config.entry_timeout = options_.entry_timeout;
-  config.attr_timeout = options_.attr_timeout;
+  const std::chrono::nanoseconds default_timeout =
+      options_.invalidations ? std::chrono::nanoseconds(kCoherentCacheTimeout)
+                             : std::chrono::nanoseconds(kUncoherentCacheTimeout);
+  config.entry_timeout = options_.entry_timeout.value_or(default_timeout);
+  config.attr_timeout = options_.attr_timeout.value_or(default_timeout);
+  config.notifier = notifier_.get();
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.request_timeout =
@@ -154,6 +159,7 @@ absl::Status MountSession::Start() {
     device_ = *device;
   }
   absl::Status status = Negotiate();
+  if (status.ok() && options_.invalidations) status = StartNotifier();
   if (status.ok()) status = StartWorkers();
   if (status.ok()) status = ProbeMount();
   started_ = std::chrono::steady_clock::now();
@@ -205,6 +211,14 @@ absl::Status MountSession::Negotiate() {
     RINGFS_LOG_WARN("FUSE-over-io_uring unavailable (%s); using classic /dev/fuse",
                     init_.ring_unavailable_reason);
   }
+  return absl::OkStatus();
+}
+
+absl::Status MountSession::StartNotifier() {
+  ASSIGN_OR_RETURN(UniqueFd clone, CloneFuseFd(fuse_fd_.get()));
+  notifier_ = std::make_unique<KernelNotifier>(
+      std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr);
+  notifier_->Start();
   return absl::OkStatus();
 }
 
@@ -306,6 +320,7 @@ void MountSession::Run() {
   }
   for (auto& worker : devfuse_workers_) worker->Join();
   if (engine_) engine_->Stop();
+  if (notifier_) notifier_->Stop();  // the connection is gone: a pending write fails at once
   mounted_ = false;
   WriteStats();
   const WorkerCounters total = Snapshot().Total();

@@ -14,6 +14,7 @@
 #include "frontend/backend_channel.h"
 #include "frontend/devfuse_worker.h"
 #include "frontend/init_negotiation.h"
+#include "frontend/kernel_notifier.h"
 #include "frontend/options.h"
 #include "frontend/queue_engine.h"
 #include "frontend/stats_snapshot.h"
@@ -62,6 +63,7 @@ class MountSession {
 
  private:
   absl::Status Negotiate();
+  absl::Status StartNotifier();
   absl::Status StartWorkers();
   absl::Status ProbeMount();
   void WriteStats() const;
@@ -89,6 +91,9 @@ class MountSession {
   // What the kernel holds, re-established on a new server instance (null with no_reclaim), and
   // which server and instance the mount uses. Shared by every channel.
   std::unique_ptr<NodeLedger> ledger_;
+  // Writes the server's invalidations into the kernel; before the workers, whose channels post
+  // to it, so it is destroyed after them. Null with no_invalidations.
+  std::unique_ptr<KernelNotifier> notifier_;
   std::unique_ptr<ServerBinding> binding_;
   std::unique_ptr<QueueEngine> engine_;
   std::vector<std::unique_ptr<DevFuseWorker>> devfuse_workers_;

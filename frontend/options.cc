@@ -83,6 +83,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->writeback_cache = true;
   } else if (key == "no_dir_attrs") {
     out->dir_attrs = false;
+  } else if (key == "no_invalidations") {
+    out->invalidations = false;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -194,7 +196,9 @@ std::string Usage() {
          "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  ro\n"
          "         client_name=NAME (default: the host name; the server's clients file lists\n"
          "         it with the secret in token_file=, proven by challenge-response, never sent)\n"
-         "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 1)\n"
+         "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 60; the server pushes\n"
+         "         invalidations, so changes through other mounts are seen at once)\n"
+         "         no_invalidations (no pushed invalidations; timeouts default to 1)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -15,6 +16,14 @@ namespace ringfs::frontend {
 enum class Transport { kAuto, kUring, kClassic };
 
 const char* TransportName(Transport transport);
+
+// Why 60 s: with invalidations pushed, a change made through another ringfs mount is seen at
+// once whatever the timeout; the timeout bounds only how long a change made on the server's
+// filesystem directly (not through ringfs) stays unseen, which NFS bounds the same way
+// (acregmax/acdirmax = 60 s). It must stay below the server's --idle-timeout (900 s): a client
+// whose connections the server closed for idleness hears no invalidation until it sends again.
+inline constexpr std::chrono::seconds kCoherentCacheTimeout{60};
+inline constexpr std::chrono::seconds kUncoherentCacheTimeout{1};
 
 struct MountOptions {
   std::string server;      // HOST:PORT or unix:PATH: the first of `servers`
@@ -49,8 +58,12 @@ struct MountOptions {
   // Re-establish node ids and open files on a new server instance (common/node_handle.h);
   // no_reclaim: they answer ESTALE after a server restart.
   bool reclaim = true;
-  std::chrono::nanoseconds entry_timeout = std::chrono::seconds(1);
-  std::chrono::nanoseconds attr_timeout = std::chrono::seconds(1);
+  // Ask the server to push cache invalidations (common/invalidation.h); no_invalidations: not.
+  bool invalidations = true;
+  // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
+  // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
+  std::optional<std::chrono::nanoseconds> entry_timeout;
+  std::optional<std::chrono::nanoseconds> attr_timeout;
   std::chrono::milliseconds connect_timeout{5000};
   // timeout=S: a request the server has not answered S seconds after it reached ringfs-mount
   // ends with ETIMEDOUT (NFS `soft,timeo=`); `hard`: never (NFS `hard`). See README.

@@ -15,6 +15,10 @@ namespace ringfs::server {
 struct CacheTimes {
   uint64_t entry_ns = 1'000'000'000;
   uint64_t attr_ns = 1'000'000'000;
+  // How long the client may remember that a name does not exist (a LOOKUP answered with node
+  // id 0 instead of ENOENT). Non-zero only for clients that get invalidations pushed: a create
+  // through another client then removes the negative entry (coherence.h).
+  uint64_t negative_entry_ns = 0;
   static CacheTimes FromHandshake(uint64_t entry_ns, uint64_t attr_ns);
 };
 

@@ -109,6 +109,22 @@ size_t ClientRegistry::Reap() {
   return freed.size();
 }
 
+std::vector<std::shared_ptr<ClientState>> ClientRegistry::Listeners(
+    const ClientState* except) const {
+  std::vector<std::shared_ptr<ClientState>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    if (clients_.size() < 2 && except != nullptr) return out;  // the common case: one client
+    out.reserve(clients_.size());
+    for (const auto& [key, entry] : clients_) {
+      if (entry.state.get() != except) out.push_back(entry.state);
+    }
+  }
+  // Outside the registry's lock, which is a leaf.
+  std::erase_if(out, [](const auto& state) { return !state->invalidations.enabled(); });
+  return out;
+}
+
 size_t ClientRegistry::size() const {
   absl::MutexLock lock(&mu_);
   return clients_.size();

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "server/handle_seal.h"
 #include "server/handle_table.h"
+#include "server/invalidation_outbox.h"
 #include "server/node_fd_cache.h"
 #include "server/node_table.h"
 #include "server/reply_cache.h"
@@ -40,6 +41,8 @@ struct ClientState {
   std::shared_ptr<const HandleSeal> seal;
   HandleTable handles;
   ReplyCache replies;  // replies of this client's non-idempotent requests, for replays
+  // Invalidations for this client's caches made by other clients' changes (coherence.h).
+  InvalidationOutbox invalidations;
 };
 
 class ClientRegistry {
@@ -104,6 +107,9 @@ class ClientRegistry {
   // Frees the states whose last session ended at least reclaim_grace ago (their fds close once
   // no request in flight holds them). Returns how many were freed.
   size_t Reap();
+
+  // Every state but `except` whose client asked for invalidations (coherence.h).
+  std::vector<std::shared_ptr<ClientState>> Listeners(const ClientState* except) const;
 
   size_t size() const;
   size_t sessions(const std::string& client_id) const;

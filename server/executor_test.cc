@@ -519,6 +519,10 @@ class StaleNodeTable final : public NodeTable {
     return inner_->AddLookup(std::move(fd), st, new_handle);
   }
   void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
+  std::optional<InodeKey> KeyOf(uint64_t nodeid) const override { return inner_->KeyOf(nodeid); }
+  std::optional<uint64_t> FindByInode(const InodeKey& key) const override {
+    return inner_->FindByInode(key);
+  }
   uint64_t LookupCount(uint64_t nodeid) const override { return inner_->LookupCount(nodeid); }
   size_t size() const override { return inner_->size(); }
 

@@ -253,6 +253,20 @@ bool HandleNodeTable::Contains(uint64_t nodeid) const {
   return by_id_.contains(nodeid);
 }
 
+std::optional<InodeKey> HandleNodeTable::KeyOf(uint64_t nodeid) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(nodeid);
+  if (it == by_id_.end()) return std::nullopt;
+  return InodeKey(it->second.dev, it->second.ino);
+}
+
+std::optional<uint64_t> HandleNodeTable::FindByInode(const InodeKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_inode_.find(key);
+  if (it == by_inode_.end()) return std::nullopt;
+  return it->second;
+}
+
 uint64_t HandleNodeTable::LookupCount(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(nodeid);

@@ -43,6 +43,8 @@ class HandleNodeTable final : public NodeTable {
   absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
                                      InodeHandle* new_handle = nullptr) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
+  std::optional<InodeKey> KeyOf(uint64_t nodeid) const override;
+  std::optional<uint64_t> FindByInode(const InodeKey& key) const override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;
 
@@ -83,7 +85,6 @@ class HandleNodeTable final : public NodeTable {
     NodeRef pinned;                  // set: the fd is kept for the node's life
     std::weak_ptr<const Node> open;  // else: the node's fd while the cache or an executor has it
   };
-  using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
 
   HandleNodeTable(UniqueFd mount_fd, dev_t root_dev, ino_t root_ino, int root_mount_id,
                   std::shared_ptr<NodeFdCache> cache);

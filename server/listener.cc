@@ -252,6 +252,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   // Only where the client's table keeps nodes by handle (not PathNodeTable) and a key seals them.
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
+  reply.set_invalidations(hello.want_invalidations() && client.get() != nullptr);
   absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     // Authentication failures were logged (throttled) by the authenticator.
@@ -286,6 +287,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.times = CacheTimes::FromHandshake(hello.entry_timeout_ns(), hello.attr_timeout_ns());
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
+  setup.invalidations = reply.invalidations();
+  if (setup.invalidations) setup.times.negative_entry_ns = setup.times.entry_ns;
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;
   setup.tls = channel->TakeStream();

@@ -84,6 +84,20 @@ void PathNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {
   }
 }
 
+std::optional<InodeKey> PathNodeTable::KeyOf(uint64_t nodeid) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(nodeid);
+  if (it == by_id_.end()) return std::nullopt;
+  return InodeKey(it->second.node->dev, it->second.node->ino);
+}
+
+std::optional<uint64_t> PathNodeTable::FindByInode(const InodeKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_inode_.find(key);
+  if (it == by_inode_.end()) return std::nullopt;
+  return it->second;
+}
+
 uint64_t PathNodeTable::LookupCount(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(nodeid);

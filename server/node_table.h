@@ -53,6 +53,8 @@ struct EntryIds {
 struct InodeHandle;
 class HandleNodeTable;
 
+using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
+
 class NodeTable {
  public:
   virtual ~NodeTable() = default;
@@ -78,6 +80,12 @@ class NodeTable {
   // and the root are ignored.
   virtual void Forget(uint64_t nodeid, uint64_t nlookup) = 0;
 
+  // Which file a node id stands for, as (st_dev, st_ino), and the reverse: the id this table
+  // gives the file, if it knows it. Cheap (a map look-up, no syscall): the server asks every
+  // other client's table this for each change it pushes invalidations for (coherence.h).
+  virtual std::optional<InodeKey> KeyOf(uint64_t nodeid) const = 0;
+  virtual std::optional<uint64_t> FindByInode(const InodeKey& key) const = 0;
+
   // The table as a HandleNodeTable (nodes by kernel handle, reclaimable), or null.
   virtual HandleNodeTable* AsHandleNodeTable() { return nullptr; }
 
@@ -101,6 +109,8 @@ class PathNodeTable final : public NodeTable {
   absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
                                      InodeHandle* new_handle = nullptr) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
+  std::optional<InodeKey> KeyOf(uint64_t nodeid) const override;
+  std::optional<uint64_t> FindByInode(const InodeKey& key) const override;
   uint64_t LookupCount(uint64_t nodeid) const override;
   size_t size() const override;
 
@@ -110,7 +120,6 @@ class PathNodeTable final : public NodeTable {
     uint64_t lookups = 0;
     uint64_t generation = 0;
   };
-  using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
 
   // One more lookup of the node for `key`, if there is one.
   std::optional<EntryIds> CountKnownLocked(const InodeKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

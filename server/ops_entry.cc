@@ -31,7 +31,17 @@ absl::Status FinishCreate(const OpContext& ctx, int parent_fd, std::string_view 
 
 absl::Status Executor::Run(const OpContext& ctx, const LookupArgs& a, ReplyBody& body) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
-  return ReplyEntry(ctx, parent->fd.get(), a.name, body);
+  absl::Status status = ReplyEntry(ctx, parent->fd.get(), a.name, body);
+  if (!status.ok() && ToErrno(status) == ENOENT && ctx.times.negative_entry_ns > 0) {
+    // A negative entry: the kernel remembers the name's absence (FUSE: node id 0).
+    fuse_entry_out out{};
+    out.entry_valid = ctx.times.negative_entry_ns / 1'000'000'000;
+    out.entry_valid_nsec = static_cast<uint32_t>(ctx.times.negative_entry_ns % 1'000'000'000);
+    body.set_size(0);
+    body.Put(out);
+    return absl::OkStatus();
+  }
+  return status;
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const ForgetArgs& a, ReplyBody&) const {

@@ -101,6 +101,7 @@ absl::Status Server::Start() {
                   registry_options.max_sessions_per_client,
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
+  coherence_ = std::make_unique<Coherence>(registry_.get());
   auth_ = MakeAuthenticator(config_);  // before the reaper, which flushes its log
   reaper_ = std::thread([this] { ReapLoop(); });
   const bool act_as_callers = CanActAsCallers();
@@ -122,6 +123,7 @@ absl::Status Server::Start() {
     options.act_as_callers = act_as_callers;
     options.groups = groups_.get();
     options.sessions = &sessions_;
+    options.coherence = coherence_.get();
     options.idle_timeout = absl::Seconds(config_.idle_timeout_s);
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());

@@ -21,6 +21,7 @@
 #include "server/admin_service.h"
 #include "server/authenticator.h"
 #include "server/client_registry.h"
+#include "server/coherence.h"
 #include "server/group_cache.h"
 #include "server/config.h"
 #include "server/listener.h"
@@ -76,6 +77,7 @@ class Server final : public AdminBackend {
   uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
+  std::unique_ptr<Coherence> coherence_;  // shares the registry's lifetime; before the workers
   std::unique_ptr<GroupCache> groups_;  // null with --no-manage-gids
   std::shared_ptr<Authenticator> auth_;  // shared with the listener
   std::thread reaper_;

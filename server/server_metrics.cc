@@ -99,13 +99,19 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     MetricFamily idle_closed = Family("ringfs_server_idle_closed_total",
                                       "Connections closed after --idle-timeout without traffic",
                                       MetricType::Counter);
-    double replayed = 0, idled = 0;
+    MetricFamily invalidations = Family(
+        "ringfs_server_invalidations_total",
+        "Cache invalidations queued for clients holding a node another client changed",
+        MetricType::Counter);
+    double replayed = 0, idled = 0, invalidated = 0;
     for (const WorkerStats* w : workers_) {
       replayed += Read(w->replays);
       idled += Read(w->idle_closed);
+      invalidated += Read(w->invalidations_pushed);
     }
     AddSample(replays, {}, replayed);
     AddSample(idle_closed, {}, idled);
+    AddSample(invalidations, {}, invalidated);
 
     std::vector<std::shared_ptr<const SessionStats>> live = sessions_->List();
     MetricFamily sessions =
@@ -131,7 +137,8 @@ class ServerMetrics::Collector : public prometheus::Collectable {
 
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
-         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &sessions,
+         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed,
+          &invalidations, &sessions,
           &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }

@@ -55,6 +55,8 @@ struct WorkerStats {
   std::atomic<uint64_t> sessions{0};  // live connections of this worker
   std::atomic<uint64_t> replays{0};      // requests answered from a client's reply cache
   std::atomic<uint64_t> idle_closed{0};  // connections closed by --idle-timeout
+  // Invalidation records queued for other clients by this worker's requests (coherence.h).
+  std::atomic<uint64_t> invalidations_pushed{0};
 };
 
 // One live session (= one data connection). The identity fields are fixed at creation.

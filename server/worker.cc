@@ -99,6 +99,8 @@ struct Worker::IoRequest {
   Buffer* reply = nullptr;
   Buffer* frame = nullptr;  // keeps WRITE data alive
   ReplyCache* record = nullptr;  // FinishReply's
+  // What the request changes, published to the other clients once the I/O succeeded.
+  std::vector<wire::Invalidation> changes;
   IoRequest* next_free = nullptr;
 };
 
@@ -159,6 +161,7 @@ void Worker::Stop() {
   absl::MutexLock lock(&mailbox_mu_);
   mailbox_.clear();  // connections handed over after the stop are closed here
   for (Command& command : commands_) {
+    if (command.done == nullptr) continue;
     command.done->status = absl::UnavailableError("the worker stopped");
     command.done->notification.Notify();
   }
@@ -197,8 +200,23 @@ absl::Status Worker::Drain(absl::Duration timeout) {
   return Post(Command{.kind = Command::Kind::kDrain}, timeout);
 }
 
+void Worker::PostFlush(uint64_t session_id) {
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    if (stop_requested_) return;  // the session is closed with the worker
+    commands_.push_back(Command{.kind = Command::Kind::kFlushInvalidations, .session_id = session_id});
+  }
+  uint64_t one = 1;
+  if (write(mailbox_event_.get(), &one, sizeof(one)) < 0) {
+    RINGFS_LOG_ERROR("worker %u: mailbox eventfd write: %s", options_.index, std::strerror(errno));
+  }
+}
+
 void Worker::RunCommand(Command& command) {
   switch (command.kind) {
+    case Command::Kind::kFlushInvalidations:
+      FlushInvalidations(command.session_id);
+      return;  // nobody waits for it
     case Command::Kind::kDrain:
       if (!draining_) RINGFS_LOG_INFO("worker %u: draining", options_.index);
       draining_ = true;
@@ -366,6 +384,7 @@ void Worker::OnMailbox(int result) {
     return;
   }
   for (Command& command : commands) {
+    if (command.done == nullptr) continue;
     command.done->status = absl::UnavailableError("the worker is stopping");
     command.done->notification.Notify();
   }
@@ -406,6 +425,10 @@ void Worker::AddConnection(ConnectionSetup setup) {
                   c->setup.session_id, c->setup.client->client_id, c->setup.peer,
                   c->tls != nullptr ? " (TLS)" : "");
   MaybePostRecv(c);
+  if (c->setup.invalidations) {
+    c->setup.client->invalidations.AddSink(c->setup.session_id,
+                                           [this](uint64_t session) { PostFlush(session); });
+  }
 }
 
 void Worker::MaybePostRecv(Connection* c) {
@@ -566,10 +589,17 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   if (ctx.node_handles != nullptr && !node_notes_.records.empty() && outcome.status.ok()) {
     QueueNodeHandles(c);
   }
+  std::vector<wire::Invalidation> changes;
+  if (outcome.status.ok() && options_.coherence != nullptr) changes = ChangesOf(*request);
   if (outcome.status.ok() && outcome.io.has_value()) {
-    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned, record);
+    // Published when the write reached the file: a client told earlier could read the old
+    // data again and keep it.
+    StartIo(c, *request, start_ns, *std::move(outcome.io), reply, frame, owned, record,
+            std::move(changes));
     return;
   }
+  // Before the reply: once the caller sees its change done, the others have been told.
+  Publish(c, changes);
   pool_.Put(owned);
   if (!outcome.status.ok()) {
     RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
@@ -616,9 +646,10 @@ bool Worker::ReplayFromCache(Connection* c, const Request& request, std::span<co
 
 void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io,
                      Buffer* reply, std::span<const char> frame, Buffer* owned,
-                     ReplyCache* record) {
+                     ReplyCache* record, std::vector<wire::Invalidation> changes) {
   IoRequest* r = AllocIoRequest();
   r->conn = c;
+  r->changes = std::move(changes);
   r->record = record;
   r->unique = request.unique;
   r->opcode = request.opcode;
@@ -660,6 +691,8 @@ void Worker::OnIo(IoRequest* r, int result) {
   size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
   ReplyBody body(reply->data.get() + kOutHeader, capacity);
   absl::Status status = Executor::CompleteIo(r->io, result, body);
+  if (status.ok()) Publish(c, r->changes);
+  r->changes.clear();
   FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns, r->record);
   FreeIoRequest(r);
 }
@@ -782,6 +815,8 @@ void Worker::OnTlsStep(Connection* c, Tag* tag, int result) {
 void Worker::Close(Connection* c, const char* why) {
   if (c->closing) return;
   c->closing = true;
+  // Invalidations queued from now on go out on another session of the client.
+  if (c->setup.invalidations) c->setup.client->invalidations.RemoveSink(c->setup.session_id);
   RINGFS_LOG_INFO("worker %u: session %u of client '%s' closed: %s", options_.index,
                   c->setup.session_id, c->setup.client->client_id, why);
   // Completes the posted RECV/SENDMSG with an error; MaybeDestroy frees the connection once the
@@ -798,6 +833,46 @@ void Worker::MaybeDestroy(Connection* c) {
   options_.sessions->Remove(c->setup.session_id);
   connections_.erase(c);
   connection_count_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Worker::Publish(Connection* c, std::span<const wire::Invalidation> changes) {
+  if (changes.empty()) return;
+  const size_t pushed = options_.coherence->Publish(*c->setup.client.get(), changes);
+  if (pushed > 0) stats_->invalidations_pushed.fetch_add(pushed, std::memory_order_relaxed);
+}
+
+void Worker::FlushInvalidations(uint64_t session_id) {
+  Connection* c = nullptr;
+  for (auto& [conn, owned] : connections_) {
+    if (conn->setup.session_id == session_id && !conn->closing) c = conn;
+  }
+  if (c == nullptr) {
+    // Closed meanwhile: Close removed its sink, so this passes the wake to another session.
+    // The state may be gone too; nothing of it is touched then.
+    return;
+  }
+  std::vector<wire::Invalidation> records = c->setup.client->invalidations.Take(session_id, true);
+  // Frames of at most 64 KiB, so one never comes near the client's frame limit.
+  constexpr size_t kMaxBody = 64 * 1024;
+  size_t i = 0;
+  while (i < records.size()) {
+    std::string body;
+    while (i < records.size() &&
+           (body.empty() || body.size() + wire::InvalidationWireBytes(records[i]) <= kMaxBody)) {
+      wire::AppendInvalidation(records[i++], body);
+    }
+    Buffer* frame = pool_.Get(kOutHeader + body.size());
+    fuse_out_header out{};
+    out.len = static_cast<uint32_t>(kOutHeader + body.size());
+    out.error = wire::kNotifyInvalidate;
+    out.unique = 0;
+    std::memcpy(frame->data.get(), &out, sizeof(out));
+    std::memcpy(frame->data.get() + kOutHeader, body.data(), body.size());
+    frame->size = out.len;
+    // Counted like a reply: OnSend takes one off `inflight` for every buffer it sends.
+    SetInflight(c, c->inflight + 1);
+    QueueReply(c, frame);
+  }
 }
 
 void Worker::QueueNodeHandles(Connection* c) {

@@ -31,6 +31,7 @@
 #include "server/attr.h"
 #include "server/buffer_pool.h"
 #include "server/client_registry.h"
+#include "server/coherence.h"
 #include "server/executor.h"
 #include "server/export_options.h"
 #include "server/server_stats.h"
@@ -51,6 +52,8 @@ struct ConnectionSetup {
   bool dir_attrs = false;  // append post-op directory attributes (common/dir_attrs.h)
   // Node-handle notifications and reclaim (common/node_handle.h). REQUIRES: client->seal set.
   bool node_handles = false;
+  // The server pushes cache invalidations to the client on this session (common/invalidation.h).
+  bool invalidations = false;
   // The client's name (authenticated when the server requires a secret; server/authenticator.h).
   std::string client_name;
   // What this session's client may do (squash, ro): the client's entry in the clients file, or
@@ -73,6 +76,9 @@ class Worker {
     bool act_as_callers = false;
     GroupCache* groups = nullptr;
     SessionTable* sessions = nullptr;  // REQUIRES: set; outlives the worker
+    // Pushes the changes of this worker's requests to the other clients; null: nobody is told
+    // (outlives the worker).
+    const Coherence* coherence = nullptr;
     // A connection that has sent nothing for this long while nothing of it is in flight is
     // closed (the client reconnects when it has work again). Zero: never.
     absl::Duration idle_timeout = absl::ZeroDuration();
@@ -117,7 +123,8 @@ class Worker {
       absl::Notification notification;
       absl::Status status;
     };
-    enum class Kind { kSetSessionLimit, kDrain } kind;
+    // kFlushInvalidations: send the session's client its queued invalidations (no `done`).
+    enum class Kind { kSetSessionLimit, kDrain, kFlushInvalidations } kind;
     uint64_t session_id = 0;
     uint32_t max_inflight = 0;
     std::shared_ptr<Done> done;
@@ -131,6 +138,12 @@ class Worker {
   void OnIdleTimer();
   void OnMailbox(int result);
   [[nodiscard]] absl::Status Post(Command command, absl::Duration timeout);
+  // Any thread, never blocks: queues a kFlushInvalidations command (the outbox's wake).
+  void PostFlush(uint64_t session_id);
+  // Sends the session's client everything its outbox holds (RunCommand's kFlushInvalidations).
+  void FlushInvalidations(uint64_t session_id);
+  // Tells the other clients what `changes` (of a request of `c` that succeeded) changed.
+  void Publish(Connection* c, std::span<const wire::Invalidation> changes);
   void RunCommand(Command& command);
   void AddConnection(ConnectionSetup setup);
   void OnRecv(Connection* c, int result);
@@ -146,7 +159,8 @@ class Worker {
   bool ReplayFromCache(Connection* c, const Request& request, std::span<const char> frame,
                        ReplyCache** record);
   void StartIo(Connection* c, const Request& request, uint64_t start_ns, AsyncIo io, Buffer* reply,
-               std::span<const char> frame, Buffer* owned, ReplyCache* record);
+               std::span<const char> frame, Buffer* owned, ReplyCache* record,
+               std::vector<wire::Invalidation> changes);
   // `opcode` and `start_ns` (0: not timed) feed the per-op duration histogram. `record`, when
   // set, keeps a copy of the reply for replays of the same request (ReplyCache::Finish).
   void FinishReply(Connection* c, Buffer* reply, uint64_t unique, const absl::Status& status,

@@ -1,0 +1,115 @@
+#include "frontend/kernel_notifier.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
+
+#include <cstring>
+
+#include "common/log.h"
+
+namespace ringfs::frontend {
+
+KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, size_t max_queued)
+    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), max_queued_(max_queued) {}
+
+KernelNotifier::~KernelNotifier() { Stop(); }
+
+void KernelNotifier::Start() { thread_ = std::thread([this] { Loop(); }); }
+
+void KernelNotifier::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
+  absl::MutexLock lock(&mu_);
+  for (auto& record : records) {
+    if (queue_.size() >= max_queued_) {
+      ++counters_.dropped;
+      continue;
+    }
+    queue_.push_back(std::move(record));
+  }
+}
+
+bool KernelNotifier::WaitIdle(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+KernelNotifier::Counters KernelNotifier::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+void KernelNotifier::Loop() {
+  std::vector<wire::Invalidation> batch;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      busy_ = false;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+      queue_.clear();
+      busy_ = true;
+    }
+    Counters done;
+    for (const wire::Invalidation& inv : batch) {
+      // The mount's own copy first: a GETATTR after the kernel forgot must not be answered
+      // from a snapshot taken before the change.
+      if (dir_attrs_ != nullptr) dir_attrs_->Drop(inv.nodeid);
+      const int err = Write(inv);
+      if (err == 0) {
+        ++done.written;
+      } else if (err == ENOENT) {
+        ++done.not_cached;
+      } else {
+        ++done.failed;
+        RINGFS_LOG_DEBUG("invalidation of node %u%s%s: %s", inv.nodeid,
+                         inv.name.empty() ? "" : " name ", inv.name, std::strerror(err));
+      }
+    }
+    batch.clear();
+    absl::MutexLock lock(&mu_);
+    counters_.written += done.written;
+    counters_.not_cached += done.not_cached;
+    counters_.failed += done.failed;
+  }
+}
+
+int KernelNotifier::Write(const wire::Invalidation& inv) {
+  fuse_out_header header{};
+  fuse_notify_inval_inode_out inode{};
+  fuse_notify_inval_entry_out entry{};
+  char nul = '\0';
+  iovec iov[4];
+  int count = 0;
+  iov[count++] = {&header, sizeof(header)};
+  if (inv.kind == wire::InvalidationKind::kInode) {
+    header.error = FUSE_NOTIFY_INVAL_INODE;
+    inode.ino = inv.nodeid;
+    inode.off = inv.offset;
+    inode.len = inv.length;
+    iov[count++] = {&inode, sizeof(inode)};
+  } else {
+    header.error = FUSE_NOTIFY_INVAL_ENTRY;
+    entry.parent = inv.nodeid;
+    entry.namelen = static_cast<uint32_t>(inv.name.size());  // without the NUL that follows
+    iov[count++] = {&entry, sizeof(entry)};
+    iov[count++] = {const_cast<char*>(inv.name.data()), inv.name.size()};
+    iov[count++] = {&nul, 1};
+  }
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  header.len = static_cast<uint32_t>(total);
+  return writev(fuse_fd_.get(), iov, count) < 0 ? errno : 0;
+}
+
+}  // namespace ringfs::frontend

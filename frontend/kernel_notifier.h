@@ -1,0 +1,68 @@
+// Turns the server's cache invalidations (common/invalidation.h) into FUSE notifications
+// written to /dev/fuse: FUSE_NOTIFY_INVAL_INODE (attributes, and cached data for a range) and
+// FUSE_NOTIFY_INVAL_ENTRY (a name in a directory). Both transports use it: notifications always
+// travel through /dev/fuse, also when requests come over the ring.
+// Why a thread of its own: the kernel takes the directory's inode lock for INVAL_ENTRY and the
+// page locks for INVAL_INODE; a request in flight may hold them while it waits for a reply that
+// a reactor thread has to receive. Reactor threads only queue (Post never blocks).
+// Also drops what the mount itself keeps of an invalidated node (DirAttrCache snapshots).
+// Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/invalidation.h"
+#include "common/unique_fd.h"
+#include "frontend/dir_attr_cache.h"
+
+namespace ringfs::frontend {
+
+class KernelNotifier {
+ public:
+  struct Counters {
+    uint64_t written = 0;    // notifications the kernel took
+    uint64_t not_cached = 0; // ENOENT: the kernel held nothing of that node or name
+    uint64_t failed = 0;     // any other error (logged)
+    uint64_t dropped = 0;    // queue full (the caches then age out with their timeouts)
+  };
+
+  // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). `dir_attrs` may be null.
+  KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, size_t max_queued = 1 << 16);
+  ~KernelNotifier();
+  KernelNotifier(const KernelNotifier&) = delete;
+  KernelNotifier& operator=(const KernelNotifier&) = delete;
+
+  void Start();
+  void Stop();
+
+  // Any thread; never blocks.
+  void Post(std::vector<wire::Invalidation> records);
+
+  // Waits until everything posted so far has been written (tests). False on timeout.
+  bool WaitIdle(absl::Duration timeout);
+
+  Counters counters() const;
+
+ private:
+  void Loop();
+  // Writes one notification; returns the errno (0: taken).
+  int Write(const wire::Invalidation& inv);
+
+  const UniqueFd fuse_fd_;
+  DirAttrCache* const dir_attrs_;
+  const size_t max_queued_;
+  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::deque<wire::Invalidation> queue_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread is writing a batch
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  Counters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringfs::frontend

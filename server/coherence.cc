@@ -1,0 +1,96 @@
+#include "server/coherence.h"
+
+#include <fcntl.h>
+
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+namespace ringfs::server {
+namespace {
+
+using wire::Invalidation;
+using wire::InvalidationKind;
+
+Invalidation Attrs(uint64_t nodeid) { return {InvalidationKind::kInode, nodeid, -1, 0, {}}; }
+
+Invalidation Data(uint64_t nodeid, uint64_t offset, uint64_t length) {
+  return {InvalidationKind::kInode, nodeid, static_cast<int64_t>(offset),
+          static_cast<int64_t>(length), {}};
+}
+
+Invalidation Entry(uint64_t parent, std::string_view name) {
+  return {InvalidationKind::kEntry, parent, -1, 0, std::string(name)};
+}
+
+}  // namespace
+
+std::vector<Invalidation> ChangesOf(const Request& request) {
+  const uint64_t node = request.nodeid;
+  return std::visit(
+      [&](const auto& a) -> std::vector<Invalidation> {
+        using T = std::decay_t<decltype(a)>;
+        if constexpr (std::is_same_v<T, CreateArgs> || std::is_same_v<T, MkdirArgs> ||
+                      std::is_same_v<T, MknodArgs> || std::is_same_v<T, SymlinkArgs> ||
+                      std::is_same_v<T, UnlinkArgs> || std::is_same_v<T, RmdirArgs>) {
+          // The directory's mtime, size and link count change with its names.
+          return {Entry(node, a.name), Attrs(node)};
+        } else if constexpr (std::is_same_v<T, LinkArgs>) {
+          return {Entry(node, a.name), Attrs(node), Attrs(a.oldnodeid)};
+        } else if constexpr (std::is_same_v<T, RenameArgs>) {
+          std::vector<Invalidation> out = {Entry(node, a.oldname), Entry(a.newdir, a.newname),
+                                           Attrs(node)};
+          if (a.newdir != node) out.push_back(Attrs(a.newdir));
+          return out;
+        } else if constexpr (std::is_same_v<T, SetattrArgs>) {
+          // A new size drops the cached pages beyond it (from the new end on).
+          if (a.in.valid & FATTR_SIZE) return {Data(node, a.in.size, 0)};
+          return {Attrs(node)};
+        } else if constexpr (std::is_same_v<T, WriteArgs>) {
+          return {Data(node, a.offset, a.data.size())};
+        } else if constexpr (std::is_same_v<T, FallocateArgs>) {
+          return {Data(node, a.offset, a.length)};
+        } else if constexpr (std::is_same_v<T, CopyFileRangeArgs>) {
+          return {Data(a.nodeid_out, a.off_out, a.len)};
+        } else if constexpr (std::is_same_v<T, OpenArgs>) {
+          if (a.flags & O_TRUNC) return {Data(node, 0, 0)};
+          return {};
+        } else if constexpr (std::is_same_v<T, SetxattrArgs> ||
+                             std::is_same_v<T, RemovexattrArgs>) {
+          // ctime, and the client's cached extended attributes of the node.
+          return {Attrs(node)};
+        } else {
+          return {};
+        }
+      },
+      request.args);
+}
+
+size_t Coherence::Publish(const ClientState& origin,
+                          std::span<const Invalidation> changes) const {
+  if (changes.empty()) return 0;
+  std::vector<std::shared_ptr<ClientState>> others = registry_->Listeners(&origin);
+  if (others.empty()) return 0;
+  // Each change in server terms (the file it names), once.
+  std::vector<std::optional<InodeKey>> keys;
+  keys.reserve(changes.size());
+  for (const Invalidation& change : changes) keys.push_back(origin.nodes->KeyOf(change.nodeid));
+  size_t pushed = 0;
+  for (const auto& other : others) {
+    std::vector<Invalidation> records;
+    for (size_t i = 0; i < changes.size(); ++i) {
+      if (!keys[i]) continue;
+      std::optional<uint64_t> id = other->nodes->FindByInode(*keys[i]);
+      if (!id) continue;
+      Invalidation record = changes[i];
+      record.nodeid = *id;
+      records.push_back(std::move(record));
+    }
+    pushed += records.size();
+    other->invalidations.Push(std::move(records));
+  }
+  return pushed;
+}
+
+}  // namespace ringfs::server

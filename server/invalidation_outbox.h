@@ -1,0 +1,69 @@
+// The invalidations waiting to be pushed to one client (common/invalidation.h), and the
+// sessions that can carry them. A client's sessions live on different workers; any one of them
+// may carry an invalidation (node ids are the client's, not the connection's), so the outbox
+// wakes one session's worker, which takes everything queued and sends it in one frame.
+// Why not send from the thread that made the change: a connection's socket and ring belong to
+// its worker thread alone (STYLE.md: one io_uring per thread, owned by it).
+// While the client has no session (reconnecting, idle-closed), records wait, up to a bound;
+// beyond it the oldest are dropped and counted (the client's caches may then stay stale until
+// their timeouts; proto/wire_format.md section 5).
+// Thread-safe. Lock order: the outbox's mutex is a leaf (wakes are called after unlocking).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/invalidation.h"
+
+namespace ringfs::server {
+
+class InvalidationOutbox {
+ public:
+  // Makes the worker of a session call Take for it soon. Called from any thread, never under
+  // the outbox's lock; must not block (it posts to the worker's mailbox).
+  using Wake = std::function<void(uint64_t session_id)>;
+
+  explicit InvalidationOutbox(size_t max_pending = 65536) : max_pending_(max_pending) {}
+
+  // A session of this client that asked for invalidations. The first one turns the outbox on:
+  // until then Push drops everything (the client does not listen).
+  void AddSink(uint64_t session_id, Wake wake);
+  // The session ended. A wake pending for it is passed on to another session.
+  void RemoveSink(uint64_t session_id);
+
+  // Queues records for the client and wakes one session unless a wake is already pending.
+  void Push(std::vector<wire::Invalidation> records);
+
+  // Called by the woken session's worker: everything queued, for it to send. A session that
+  // can no longer send (closing or gone) passes the wake on with `can_send` false: nothing is
+  // taken and another session, if any, is woken.
+  std::vector<wire::Invalidation> Take(uint64_t session_id, bool can_send);
+
+  bool enabled() const;
+  size_t pending() const;
+  uint64_t dropped() const;
+  uint64_t pushed() const;
+
+ private:
+  // The sink to wake next, if a wake should be sent now; marks the wake pending.
+  std::optional<std::pair<uint64_t, Wake>> NextWakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_pending_;
+  mutable absl::Mutex mu_;
+  bool enabled_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<wire::Invalidation> pending_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, Wake>> sinks_ ABSL_GUARDED_BY(mu_);
+  bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t woken_ ABSL_GUARDED_BY(mu_) = 0;  // the session of the pending wake
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ringfs::server

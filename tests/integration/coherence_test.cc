@@ -1,0 +1,258 @@
+// Two mounts of one server (issue 13): a change made through mount A is seen through mount B,
+// whose kernel has the old state cached for 60 s, because the server pushes B an invalidation.
+// A third mount with no_invalidations (same 60 s timeouts) is the control: it must still show
+// the old state, so a pass here cannot come from expired caches. Each change's latency (from A's
+// syscall returning to B seeing it) is printed; the issue's target is 50 ms, checked by the
+// bench-like report rather than asserted (VMs drift), while the test asserts visibility well
+// within the cache timeout. Fault cases: B stopped (SIGSTOP) while A changes thousands of files,
+// B killed, and a warm stat pass that sends nothing to the server.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kSeenWithin = std::chrono::seconds(5);  // far below the 60 s cache timeout
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WriteFile(const std::string& path, const std::string& data, int flags = O_TRUNC) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | flags, 0644);
+  if (fd < 0) return false;
+  bool ok = write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  return close(fd) == 0 && ok;
+}
+
+struct Stat {
+  bool exists = false;
+  off_t size = 0;
+  mode_t mode = 0;
+  int64_t mtime_ns = 0;
+};
+
+Stat StatOf(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return {};
+  return {true, st.st_size, st.st_mode & 07777,
+          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+std::string XattrOf(const std::string& path, const char* name) {
+  char buf[256];
+  ssize_t n = getxattr(path.c_str(), name, buf, sizeof(buf));
+  return n < 0 ? std::string() : std::string(buf, n);
+}
+
+// Polls `seen` until true or kSeenWithin; returns the latency, or -1 ms when never seen.
+std::chrono::microseconds WaitSeen(const std::function<bool()>& seen) {
+  const auto start = Clock::now();
+  while (Clock::now() - start < kSeenWithin) {
+    if (seen()) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return std::chrono::microseconds(-1);
+}
+
+// GetParam(): A's transport / B's transport.
+class CoherenceTest : public RingfsTestBase,
+                      public ::testing::WithParamInterface<std::pair<std::string, std::string>> {
+ protected:
+  void SetUp() override {
+    RingfsTestBase::SetUp();
+    ASSERT_TRUE(NewEnv());
+    ASSERT_TRUE(env_->StartServer());
+    MountOptions a;
+    a.transport = GetParam().first;
+    ASSERT_TRUE(env_->Mount(a));
+    b_ = MountAnother(GetParam().second, {});
+    ASSERT_NE(b_, nullptr);
+    // The control: no invalidations, the same long timeouts as A and B's defaults.
+    control_ = MountAnother("uring", {"no_invalidations", "entry_timeout=60", "attr_timeout=60"});
+    ASSERT_NE(control_, nullptr);
+  }
+  void TearDown() override {
+    for (auto* env : {&control_, &b_}) {
+      if (*env) {
+        (*env)->Teardown();
+        EXPECT_EQ((*env)->teardown_notes(), "") << (*env)->final_logs();
+        env->reset();
+      }
+    }
+    RingfsTestBase::TearDown();
+  }
+
+  std::unique_ptr<RingfsEnv> MountAnother(const std::string& transport,
+                                          std::vector<std::string> extra) {
+    auto env = std::make_unique<RingfsEnv>();
+    if (!env->Init()) return nullptr;
+    MountOptions o;
+    o.transport = transport;
+    o.extra = std::move(extra);
+    if (!env->Mount(o, env_->server_address())) return nullptr;
+    if (!env->WaitMountServing()) return nullptr;
+    return env;
+  }
+
+  std::string A(const std::string& rel) const { return env_->Mnt(rel); }
+  std::string B(const std::string& rel) const { return b_->Mnt(rel); }
+  std::string C(const std::string& rel) const { return control_->Mnt(rel); }
+
+  // Records a latency for the summary line.
+  void Note(const std::string& what, std::chrono::microseconds latency) {
+    ASSERT_GE(latency.count(), 0) << what << ": mount B never saw the change (" << kSeenWithin.count()
+                                  << " s)\n" << env_->DescribeLogs();
+    latencies_.emplace_back(what, latency);
+  }
+
+  void Report() {
+    std::string line;
+    std::chrono::microseconds worst{0};
+    for (const auto& [what, latency] : latencies_) {
+      line += what + " " + std::to_string(latency.count() / 1000.0).substr(0, 5) + " ms, ";
+      worst = std::max(worst, latency);
+    }
+    std::printf("[ coherence ] %s -> %s: %sworst %.2f ms\n", GetParam().first.c_str(),
+                GetParam().second.c_str(), line.c_str(), worst.count() / 1000.0);
+    RecordProperty("worst_latency_us", static_cast<int>(worst.count()));
+  }
+
+  std::unique_ptr<RingfsEnv> b_;
+  std::unique_ptr<RingfsEnv> control_;
+  std::vector<std::pair<std::string, std::chrono::microseconds>> latencies_;
+};
+
+TEST_P(CoherenceTest, ChangesThroughOneMountAreSeenThroughTheOther) {
+  ASSERT_EQ(mkdir(A("d").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(A("d/file"), "old contents"));
+  ASSERT_TRUE(WriteFile(A("d/gone"), "x"));
+  ASSERT_TRUE(WriteFile(A("d/from"), "r"));
+  // B and the control cache everything they will be asked about: attributes, data, entries
+  // (positive and negative), xattrs.
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    auto at = [&](const char* rel) { return view->Mnt(rel); };
+    ASSERT_TRUE(StatOf(at("d/file")).exists);
+    ASSERT_EQ(Slurp(at("d/file")), "old contents");
+    // Reading marks atime stale, and stat() then asks the server: take fresh attributes now.
+    ASSERT_TRUE(StatOf(at("d/file")).exists);
+    ASSERT_TRUE(StatOf(at("d/gone")).exists);
+    ASSERT_TRUE(StatOf(at("d/from")).exists);
+    ASSERT_FALSE(StatOf(at("d/new")).exists);  // a negative entry
+    ASSERT_FALSE(StatOf(at("d/to")).exists);
+    ASSERT_EQ(XattrOf(at("d/file"), "user.k"), "");
+  }
+  const Stat before = StatOf(B("d/file"));
+
+  // create
+  ASSERT_TRUE(WriteFile(A("d/new"), "n"));
+  Note("create", WaitSeen([&] { return StatOf(B("d/new")).exists; }));
+  // unlink
+  ASSERT_EQ(unlink(A("d/gone").c_str()), 0);
+  Note("unlink", WaitSeen([&] { return !StatOf(B("d/gone")).exists; }));
+  // rename
+  ASSERT_EQ(rename(A("d/from").c_str(), A("d/to").c_str()), 0);
+  Note("rename", WaitSeen([&] { return StatOf(B("d/to")).exists && !StatOf(B("d/from")).exists; }));
+  // write: size, mtime and data (B read the old data into its page cache)
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a distinct mtime
+  ASSERT_TRUE(WriteFile(A("d/file"), "new contents, longer"));
+  Note("write-size", WaitSeen([&] { return StatOf(B("d/file")).size == 20; }));
+  Note("write-mtime", WaitSeen([&] { return StatOf(B("d/file")).mtime_ns != before.mtime_ns; }));
+  Note("write-data", WaitSeen([&] { return Slurp(B("d/file")) == "new contents, longer"; }));
+  // chmod
+  ASSERT_EQ(chmod(A("d/file").c_str(), 0600), 0);
+  Note("chmod", WaitSeen([&] { return StatOf(B("d/file")).mode == 0600; }));
+  // setxattr
+  ASSERT_EQ(setxattr(A("d/file").c_str(), "user.k", "v1", 2, 0), 0);
+  Note("setxattr", WaitSeen([&] { return XattrOf(B("d/file"), "user.k") == "v1"; }));
+  // truncate through B, seen through A (the other direction)
+  ASSERT_EQ(truncate(B("d/file").c_str(), 3), 0);
+  Note("truncate-back", WaitSeen([&] { return StatOf(A("d/file")).size == 3; }));
+  Report();
+
+  // The control still shows the state it cached: B's view came from the push. (Without
+  // invalidations the server gives no negative entries, so the control sees d/new at once.)
+  EXPECT_TRUE(StatOf(C("d/gone")).exists);
+  EXPECT_TRUE(StatOf(C("d/from")).exists);
+  EXPECT_EQ(StatOf(C("d/file")).size, static_cast<off_t>(std::string("old contents").size()));
+  EXPECT_EQ(StatOf(C("d/file")).mode, 0644u);
+}
+
+TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
+  constexpr int kFiles = 500;
+  ASSERT_EQ(mkdir(B("w").c_str(), 0755), 0);
+  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(WriteFile(B("w/f" + std::to_string(i)), "x"));
+  auto pass = [&] {
+    for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(StatOf(B("w/f" + std::to_string(i))).exists);
+  };
+  pass();
+  auto requests = [&]() -> uint64_t {
+    // The stats file is rewritten every 200 ms; wait for a fresh one.
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));
+    Stats s = b_->ReadStats();
+    return StatNumber(s, "ring_requests").value_or(0) + StatNumber(s, "devfuse_requests").value_or(0);
+  };
+  const uint64_t before = requests();
+  pass();
+  const uint64_t after = requests();
+  EXPECT_EQ(after - before, 0u) << "a warm pass over " << kFiles << " files sent requests";
+}
+
+TEST_P(CoherenceTest, AStoppedOrKilledListenerNeverHoldsUpTheWriter) {
+  ASSERT_EQ(mkdir(A("s").c_str(), 0755), 0);
+  constexpr int kFiles = 2000;
+  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(WriteFile(A("s/f" + std::to_string(i)), "1"));
+  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(StatOf(B("s/f" + std::to_string(i))).exists);
+  // B stops reading its connections: the server queues B's invalidations; A goes on.
+  ASSERT_EQ(kill(b_->mount_process()->pid(), SIGSTOP), 0);
+  const auto start = Clock::now();
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kFiles; ++i) {
+      ASSERT_TRUE(WriteFile(A("s/f" + std::to_string(i)), std::to_string(round) + "-data"));
+    }
+  }
+  const auto took = Clock::now() - start;
+  ASSERT_EQ(kill(b_->mount_process()->pid(), SIGCONT), 0);
+  EXPECT_LT(took, std::chrono::seconds(60)) << "A was held up by the stopped B";
+  // B wakes up and sees the last round.
+  Note("after-sigcont", WaitSeen([&] { return Slurp(B("s/f1999")) == "2-data"; }));
+  EXPECT_EQ(Slurp(B("s/f0")), "2-data");
+  // B killed: A's changes go on; the server drops B's sessions.
+  ASSERT_EQ(kill(b_->mount_process()->pid(), SIGKILL), 0);
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(WriteFile(A("s/f" + std::to_string(i)), "after-kill"));
+  EXPECT_EQ(Slurp(A("s/f7")), "after-kill");
+  b_->Teardown();  // forced: the mount process is dead
+  b_.reset();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Pairs, CoherenceTest,
+    ::testing::Values(std::make_pair(std::string("uring"), std::string("uring")),
+                      std::make_pair(std::string("uring"), std::string("classic")),
+                      std::make_pair(std::string("classic"), std::string("uring"))),
+    [](const auto& info) { return info.param.first + "_to_" + info.param.second; });
+
+}  // namespace
+}  // namespace ringfs::testing
