@@ -225,6 +225,8 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   if (config_.ledger != nullptr && r.iovcnt > 1) {
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
+  r.xattr_ticket = 0;
+  if (config_.xattrs != nullptr) NoteXattrRequest(r);
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
@@ -848,6 +850,44 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
   Answer(slot, -err, 0, origin);
 }
 
+void BackendChannel::NoteXattrRequest(Record& r) {
+  switch (r.header.opcode) {
+    case FUSE_GETXATTR: {
+      // The name follows fuse_getxattr_in: in the same part (classic) or the next one (ring).
+      std::string_view name;
+      if (r.iovcnt > 2) {
+        name = {static_cast<const char*>(r.iov[2].iov_base), r.iov[2].iov_len};
+      } else if (r.iovcnt > 1 && r.iov[1].iov_len > sizeof(fuse_getxattr_in)) {
+        name = {static_cast<const char*>(r.iov[1].iov_base) + sizeof(fuse_getxattr_in),
+                r.iov[1].iov_len - sizeof(fuse_getxattr_in)};
+      }
+      name = name.substr(0, name.find('\0'));
+      if (name == kCapabilityXattr) r.xattr_ticket = config_.xattrs->Ticket();
+      break;
+    }
+    case FUSE_SETXATTR:
+      config_.xattrs->Drop(r.header.nodeid);
+      break;
+    default:
+      break;
+  }
+}
+
+void BackendChannel::NoteXattrReply(const Record& r, int error, size_t body) {
+  const uint64_t now = MonotonicNs();
+  if (r.xattr_ticket != 0 && error == -ENODATA) {
+    config_.xattrs->RecordAbsent(r.header.nodeid, r.xattr_ticket, now);
+    return;
+  }
+  const uint32_t op = r.header.opcode;
+  if (error == 0 && body >= sizeof(fuse_entry_out) &&
+      (op == FUSE_CREATE || op == FUSE_MKNOD || op == FUSE_MKDIR || op == FUSE_SYMLINK)) {
+    fuse_entry_out entry;
+    std::memcpy(&entry, r.reply.body, sizeof(entry));
+    if (entry.nodeid != 0) config_.xattrs->RecordCreated(entry.nodeid, now);
+  }
+}
+
 void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin origin) {
   Record& r = *records_[slot];
   r.stage = Stage::kFree;
@@ -859,6 +899,8 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     return;
   }
   --live_;
+  if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
+  r.xattr_ticket = 0;
   if (error == 0 && origin == ReplyOrigin::kServer && config_.ledger != nullptr) {
     // The kernel gets this reply: what it now holds (node lookups, open files) is recorded.
     const void* op_in = r.iovcnt > 1 ? r.iov[1].iov_base : nullptr;

@@ -39,6 +39,7 @@
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kernel_notifier.h"
+#include "frontend/xattr_cache.h"
 #include "frontend/node_ledger.h"
 #include "frontend/reclaim_run.h"
 #include "frontend/reply_frame.h"
@@ -81,6 +82,8 @@ struct BackendConfig {
   std::string tls_name;
   // Where the server's cache invalidations go (common/invalidation.h); null: not asked for.
   KernelNotifier* notifier = nullptr;
+  // Learns from GETXATTR answers and creates which nodes have no file capability; null: off.
+  XattrAbsenceCache* xattrs = nullptr;
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
@@ -190,6 +193,7 @@ class BackendChannel {
     bool held = false;  // answered while still in the outstanding SENDMSG
     int held_error = 0;
     size_t held_body = 0;
+    uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;
   };
@@ -250,6 +254,9 @@ class BackendChannel {
   // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
   // when a SENDMSG or receive holds them, resets the connection to get them back.
   void End(uint32_t slot, int err, ReplyOrigin origin);
+  // XattrAbsenceCache bookkeeping of a request being sent and of its server answer.
+  void NoteXattrRequest(Record& r);
+  void NoteXattrReply(const Record& r, int error, size_t body);
   void Answer(uint32_t slot, int error, size_t body, ReplyOrigin origin = ReplyOrigin::kServer);
   bool Busy(uint32_t slot) const;
   uint32_t window() const;

@@ -51,7 +51,9 @@ absl::Status DevFuseWorker::Setup() {
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
   channel_.emplace(backend_.get());
-  forwarder_.emplace(Forwarder::Config{config_.backend.dir_attrs, config_.backend.interrupts},
+  forwarder_.emplace(Forwarder::Config{.dir_attrs = config_.backend.dir_attrs,
+                                       .interrupts = config_.backend.interrupts,
+                                       .xattrs = config_.backend.xattrs},
                      stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
   slots_.assign(config_.slots, Slot{});

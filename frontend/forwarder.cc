@@ -70,7 +70,8 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
       queue::ClassifyKernelRequest(request.opcode(), request.op_in, request.op_in_size);
   if (std::optional<LocalAnswer> local =
           AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
-                        request.op_in_size, config_.dir_attrs, body, state->received_ns)) {
+                        request.op_in_size, config_.dir_attrs, body, state->received_ns,
+                        {request.payload, request.payload_size}, config_.xattrs)) {
     // A designed reply (FLUSH's ENOSYS included), not a failure.
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);

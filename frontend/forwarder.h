@@ -15,6 +15,7 @@
 
 #include "frontend/backend_channel.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/xattr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kernel_request.h"
 #include "frontend/queue/request_class.h"
@@ -83,6 +84,7 @@ class Forwarder {
     DirAttrCache* dir_attrs = nullptr;      // null: no post-op directory attributes
     InterruptBoard* interrupts = nullptr;   // null: INTERRUPT is not honoured
     uint64_t (*clock)() = MonotonicNs;      // a seam for tests
+    XattrAbsenceCache* xattrs = nullptr;    // null: every GETXATTR goes to the server
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)

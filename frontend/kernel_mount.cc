@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 
 #include <cerrno>
 #include <sys/sysmacros.h>
@@ -119,8 +120,10 @@ absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint) {
   UniqueFd top(open(mountpoint.c_str(), O_PATH | O_CLOEXEC));
   if (!top.valid()) return ErrnoError(errno, absl::StrFormat("mountpoint %s", mountpoint));
   // ENOTCONN once the connection is gone; ECONNABORTED when it ends while the call waits.
-  struct stat st {};
-  if (fstat(top.get(), &st) == 0 || (errno != ENOTCONN && errno != ECONNABORTED)) return false;
+  // statfs, not stat: FUSE always asks the connection for statfs, while a stat is answered
+  // from the kernel's attribute cache (60 s by default) even after the connection died.
+  struct statfs st {};
+  if (fstatfs(top.get(), &st) == 0 || (errno != ENOTCONN && errno != ECONNABORTED)) return false;
   ASSIGN_OR_RETURN(MountEntry mount, MountOfFd(top.get()));
   if (mount.point != MountinfoEscape(mountpoint)) {
     return absl::FailedPreconditionError(

@@ -10,8 +10,10 @@
 
 namespace ringfs::frontend {
 
-KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, size_t max_queued)
-    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), max_queued_(max_queued) {}
+KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs,
+                               XattrAbsenceCache* xattrs, size_t max_queued)
+    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs),
+      max_queued_(max_queued) {}
 
 KernelNotifier::~KernelNotifier() { Stop(); }
 
@@ -65,6 +67,9 @@ void KernelNotifier::Loop() {
       // The mount's own copy first: a GETATTR after the kernel forgot must not be answered
       // from a snapshot taken before the change.
       if (dir_attrs_ != nullptr) dir_attrs_->Drop(inv.nodeid);
+      if (xattrs_ != nullptr && inv.kind == wire::InvalidationKind::kInode) {
+        xattrs_->Drop(inv.nodeid);
+      }
       const int err = Write(inv);
       if (err == 0) {
         ++done.written;

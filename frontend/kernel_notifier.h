@@ -5,7 +5,8 @@
 // Why a thread of its own: the kernel takes the directory's inode lock for INVAL_ENTRY and the
 // page locks for INVAL_INODE; a request in flight may hold them while it waits for a reply that
 // a reactor thread has to receive. Reactor threads only queue (Post never blocks).
-// Also drops what the mount itself keeps of an invalidated node (DirAttrCache snapshots).
+// Also drops what the mount itself keeps of an invalidated node (DirAttrCache snapshots,
+// XattrAbsenceCache).
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
@@ -20,6 +21,7 @@
 #include "common/invalidation.h"
 #include "common/unique_fd.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
 
@@ -32,8 +34,9 @@ class KernelNotifier {
     uint64_t dropped = 0;    // queue full (the caches then age out with their timeouts)
   };
 
-  // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). `dir_attrs` may be null.
-  KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, size_t max_queued = 1 << 16);
+  // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
+  KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
+                 size_t max_queued = 1 << 16);
   ~KernelNotifier();
   KernelNotifier(const KernelNotifier&) = delete;
   KernelNotifier& operator=(const KernelNotifier&) = delete;
@@ -56,6 +59,7 @@ class KernelNotifier {
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
+  XattrAbsenceCache* const xattrs_;
   const size_t max_queued_;
   std::thread thread_;
   mutable absl::Mutex mu_;

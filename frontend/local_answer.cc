@@ -9,8 +9,16 @@ namespace ringfs::frontend {
 
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
                                          size_t op_in_size, DirAttrCache* cache, void* body,
-                                         uint64_t now_ns) {
+                                         uint64_t now_ns, std::span<const char> payload,
+                                         const XattrAbsenceCache* xattrs) {
   switch (opcode) {
+    case FUSE_GETXATTR: {
+      if (xattrs == nullptr || payload.empty()) return std::nullopt;
+      // The name is NUL-terminated inside the payload.
+      std::string_view name(payload.data(), strnlen(payload.data(), payload.size()));
+      if (xattrs->KnownAbsent(nodeid, name, now_ns)) return LocalAnswer{ENODATA, 0};
+      return std::nullopt;
+    }
     case FUSE_FLUSH:
       return LocalAnswer{ENOSYS, 0};
     case FUSE_GETATTR: {

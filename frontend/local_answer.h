@@ -4,6 +4,7 @@
 // - FLUSH: -ENOSYS. The server buffers nothing (FLUSH there only checked the handle), and the
 //   kernel writes dirty pages back and collects their errors before it sends FLUSH, so the round
 //   trip bought nothing. After the first ENOSYS the kernel stops sending FLUSH on this mount.
+// - GETXATTR of security.capability of a node known to have none (XattrAbsenceCache): ENODATA.
 // - GETATTR of a directory whose post-operation attributes arrived with a create/remove reply
 //   (DirAttrCache): answered from them once.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
@@ -13,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 
 #include "frontend/dir_attr_cache.h"
+#include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
 
@@ -26,8 +29,10 @@ struct LocalAnswer {
 // `op_in` is the request's argument struct (op_in_size bytes); `body` receives a success body
 // (at least sizeof(fuse_attr_out) bytes). `cache` may be null (feature off). Returns nullopt
 // when the request must go to the server.
+// `payload` is what follows the argument struct (GETXATTR's name); `xattrs` may be null.
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
                                          size_t op_in_size, DirAttrCache* cache, void* body,
-                                         uint64_t now_ns);
+                                         uint64_t now_ns, std::span<const char> payload = {},
+                                         const XattrAbsenceCache* xattrs = nullptr);
 
 }  // namespace ringfs::frontend

@@ -102,6 +102,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.entry_timeout = options_.entry_timeout.value_or(default_timeout);
   config.attr_timeout = options_.attr_timeout.value_or(default_timeout);
   config.notifier = notifier_.get();
+  config.xattrs = xattrs_.get();
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.request_timeout =
@@ -216,8 +217,11 @@ absl::Status MountSession::Negotiate() {
 
 absl::Status MountSession::StartNotifier() {
   ASSIGN_OR_RETURN(UniqueFd clone, CloneFuseFd(fuse_fd_.get()));
+  // Absences are trusted as long as attributes: invalidations cover changes through ringfs.
+  xattrs_ = std::make_unique<XattrAbsenceCache>(static_cast<uint64_t>(
+      options_.attr_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
   notifier_ = std::make_unique<KernelNotifier>(
-      std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr);
+      std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get());
   notifier_->Start();
   return absl::OkStatus();
 }

@@ -91,6 +91,8 @@ class MountSession {
   // What the kernel holds, re-established on a new server instance (null with no_reclaim), and
   // which server and instance the mount uses. Shared by every channel.
   std::unique_ptr<NodeLedger> ledger_;
+  // Which nodes have no file capability (only with invalidations, which keep it coherent).
+  std::unique_ptr<XattrAbsenceCache> xattrs_;
   // Writes the server's invalidations into the kernel; before the workers, whose channels post
   // to it, so it is destroyed after them. Null with no_invalidations.
   std::unique_ptr<KernelNotifier> notifier_;

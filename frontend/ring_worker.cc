@@ -100,7 +100,9 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
   channel_.emplace(backend_.get());
-  forwarder_.emplace(Forwarder::Config{backend_config_.dir_attrs, backend_config_.interrupts},
+  forwarder_.emplace(Forwarder::Config{.dir_attrs = backend_config_.dir_attrs,
+                                       .interrupts = backend_config_.interrupts,
+                                       .xattrs = backend_config_.xattrs},
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {

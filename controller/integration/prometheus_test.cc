@@ -8,8 +8,10 @@
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -274,16 +276,20 @@ TEST_F(PrometheusTest, PerQueueSeriesAndChangedSettingsReachPrometheus) {
   EXPECT_TRUE(WaitFor("sum(ringfs_frontend_local_answers_total) > 0"));
 
   // Expected errors are replies with an errno, not failures (regression: 50 stats of missing
-  // names used to count as 50 errors).
+  // names used to count as 50 errors). Missing names are negative entries now (success replies),
+  // so the expected error is a missing extended attribute.
+  const std::string probe = env_->Mnt("xattr-probe");
+  { std::ofstream(probe) << "x"; }
   for (int i = 0; i < 50; ++i) {
-    struct stat st {};
-    ASSERT_NE(::stat(env_->Mnt("missing-" + std::to_string(i)).c_str(), &st), 0);
+    char value[8];
+    ASSERT_LT(::getxattr(probe.c_str(), "user.missing", value, sizeof(value)), 0);
+    ASSERT_EQ(errno, ENODATA);
   }
-  ASSERT_TRUE(WaitFor("sum(ringfs_frontend_replies_total{errno=\"ENOENT\"}) >= 50"));
+  ASSERT_TRUE(WaitFor("sum(ringfs_frontend_replies_total{errno=\"ENODATA\"}) >= 50"));
   EXPECT_FALSE(Query("ringfs_frontend_replies_total{errno=\"0\"}").empty());
   EXPECT_EQ(Query("ringfs_frontend_failures_total").size(), 2u * 5) << "every queue and reason";
   EXPECT_TRUE(Query("sum(ringfs_frontend_failures_total) > 0").empty())
-      << "a missing name is not a failure";
+      << "a missing attribute is not a failure";
   EXPECT_EQ(Query("ringfs_frontend_interrupted_total").size(), 2u);
 
   // The server's endpoint, scraped as job ringfs-server: it served the workload's writes.

@@ -14,8 +14,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -198,6 +200,38 @@ TEST_P(CoherenceTest, ChangesThroughOneMountAreSeenThroughTheOther) {
   EXPECT_TRUE(StatOf(C("d/from")).exists);
   EXPECT_EQ(StatOf(C("d/file")).size, static_cast<off_t>(std::string("old contents").size()));
   EXPECT_EQ(StatOf(C("d/file")).mode, 0644u);
+}
+
+// ringfs-mount answers the kernel's GETXATTR of security.capability itself for nodes known to
+// have none (frontend/xattr_cache.h). A capability set through the same mount or another one
+// must be seen at once all the same.
+TEST_P(CoherenceTest, FileCapabilitiesAreNeverHiddenByTheAbsenceCache) {
+  // vfs_cap_data revision 2: magic, then permitted/inheritable for capabilities 0-31 and 32-63;
+  // CAP_NET_RAW (13) permitted.
+  const uint32_t cap[5] = {0x02000000u, 1u << 13, 0, 0, 0};
+  auto capability = [](const std::string& path) -> ssize_t {
+    char buf[64];
+    ssize_t n = getxattr(path.c_str(), "security.capability", buf, sizeof(buf));
+    return n < 0 ? -errno : n;
+  };
+  // Through B: created (B learns it has no capability), written (the kernel's check before the
+  // first write is answered by B), asked.
+  ASSERT_TRUE(WriteFile(B("cap"), "x"));
+  ASSERT_TRUE(WriteFile(B("cap"), "more", O_APPEND));
+  ASSERT_EQ(capability(B("cap")), -ENODATA);
+  // Set through A: B sees it.
+  ASSERT_EQ(setxattr(A("cap").c_str(), "security.capability", cap, sizeof(cap), 0), 0)
+      << strerror(errno);
+  Note("setcap", WaitSeen([&] { return capability(B("cap")) == static_cast<ssize_t>(sizeof(cap)); }));
+  // Set through B itself on a file it created: seen at once.
+  ASSERT_TRUE(WriteFile(B("cap2"), "x"));
+  ASSERT_EQ(capability(B("cap2")), -ENODATA);
+  ASSERT_EQ(setxattr(B("cap2").c_str(), "security.capability", cap, sizeof(cap), 0), 0);
+  EXPECT_EQ(capability(B("cap2")), static_cast<ssize_t>(sizeof(cap)));
+  EXPECT_EQ(capability(A("cap2")), static_cast<ssize_t>(sizeof(cap)));
+  // Removed through A: B sees the absence again.
+  ASSERT_EQ(removexattr(A("cap2").c_str(), "security.capability"), 0);
+  Note("removecap", WaitSeen([&] { return capability(B("cap2")) == -ENODATA; }));
 }
 
 TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -138,9 +139,11 @@ int Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
+// statfs, not stat: FUSE always asks the filesystem for statfs, while stat may be answered from
+// the kernel's attribute cache (60 s by default) even after the connection died.
 bool AnswersEnotconn(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) != 0 && errno == ENOTCONN;
+  struct statfs st {};
+  return ::statfs(path.c_str(), &st) != 0 && errno == ENOTCONN;
 }
 
 // Regression (issue 9): after kill -9 of ringfs-mount its mountpoint answered ENOTCONN, and

@@ -1,0 +1,51 @@
+#include "frontend/xattr_cache.h"
+
+namespace ringfs::frontend {
+
+bool XattrAbsenceCache::KnownAbsent(uint64_t nodeid, std::string_view name,
+                                    uint64_t now_ns) const {
+  if (name != kCapabilityXattr) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = absent_until_.find(nodeid);
+  return it != absent_until_.end() && now_ns < it->second;
+}
+
+uint64_t XattrAbsenceCache::Ticket() const {
+  absl::MutexLock lock(&mu_);
+  return seq_;
+}
+
+void XattrAbsenceCache::RecordAbsent(uint64_t nodeid, uint64_t ticket, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  if (ticket < floor_) return;
+  if (auto it = dropped_at_.find(nodeid); it != dropped_at_.end() && it->second > ticket) return;
+  InsertLocked(nodeid, now_ns);
+}
+
+void XattrAbsenceCache::RecordCreated(uint64_t nodeid, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  InsertLocked(nodeid, now_ns);
+}
+
+void XattrAbsenceCache::Drop(uint64_t nodeid) {
+  absl::MutexLock lock(&mu_);
+  absent_until_.erase(nodeid);
+  dropped_at_[nodeid] = ++seq_;
+  if (dropped_at_.size() > max_nodes_) {
+    // Forget the drop history; every GETXATTR in flight now is refused a record instead.
+    dropped_at_.clear();
+    floor_ = ++seq_;
+  }
+}
+
+void XattrAbsenceCache::InsertLocked(uint64_t nodeid, uint64_t now_ns) {
+  if (absent_until_.size() >= max_nodes_) absent_until_.clear();  // crude but bounded
+  absent_until_[nodeid] = now_ns + lifetime_ns_;
+}
+
+size_t XattrAbsenceCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return absent_until_.size();
+}
+
+}  // namespace ringfs::frontend
