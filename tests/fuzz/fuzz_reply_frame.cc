@@ -5,13 +5,14 @@
 // notification is whole records, an error has no body, a success body fits the request's buffer
 // and is its plain reply plus whole dir-attr trailers, only where they were negotiated.
 //
-// Input: flags (bit 0 dir attrs, bit 1 node handles), the request's opcode (one byte), its
+// Input: flags (bit 0 dir attrs, bit 1 node handles, bit 2 invalidations), the request's opcode (one byte), its
 // buffer capacity (u32), its argument struct (the opcode's size from the table), then frames.
 #include <cstdint>
 #include <cstring>
 
 #include "common/dir_attrs.h"
 #include "common/fuse_ops.h"
+#include "common/invalidation.h"
 #include "common/node_handle.h"
 #include "common/wire.h"
 #include "frontend/reply_frame.h"
@@ -44,6 +45,7 @@ void Run(const uint8_t* data, size_t size) {
   if (!in.Take(&flags, 1) || !in.Take(&opcode, 1) || !in.Take(&capacity, 4)) return;
   const bool dir_attrs_on = (flags & 1) != 0;
   const bool node_handles_on = (flags & 2) != 0;
+  const bool invalidations_on = (flags & 4) != 0;
   std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
   if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
   fuzz::ExactCopy op_in(nullptr, 0);
@@ -74,6 +76,31 @@ void Run(const uint8_t* data, size_t size) {
       std::vector<uint8_t> raw(*body);
       in.Take(raw.data(), raw.size());
       bytes = fuzz::ExactCopy(raw.data(), raw.size());
+    }
+    if (header.unique == 0 && header.error == wire::kNotifyInvalidate) {
+      // As BackendChannel::BeginReply/FinishReply: only where negotiated, parsed whole.
+      if (!invalidations_on || *body == 0) return;
+      std::vector<wire::Invalidation> records;
+      if (!wire::ParseInvalidations({reinterpret_cast<const char*>(bytes.data()), *body},
+                                    &records)) {
+        return;  // the channel drops the connection
+      }
+      std::string again;
+      for (const wire::Invalidation& inv : records) {
+        FUZZ_CHECK(inv.nodeid != 0);
+        if (inv.kind == wire::InvalidationKind::kEntry) {
+          FUZZ_CHECK(!inv.name.empty() && inv.name.size() <= wire::kMaxInvalidationName);
+          FUZZ_CHECK(inv.name.find('/') == std::string::npos);
+          FUZZ_CHECK(inv.name.find('\0') == std::string::npos);
+        } else {
+          FUZZ_CHECK(inv.kind == wire::InvalidationKind::kInode && inv.name.empty());
+          FUZZ_CHECK(inv.offset >= -1 && inv.length >= 0);
+        }
+        wire::AppendInvalidation(inv, again);
+      }
+      // Accepted frames are exactly what the encoder writes: nothing is ignored.
+      FUZZ_CHECK(again.size() == *body && std::memcmp(again.data(), bytes.data(), *body) == 0);
+      continue;
     }
     if (header.unique == 0) {
       size_t records = NotificationRecords(header, *body, node_handles_on);

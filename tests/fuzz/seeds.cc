@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/dir_attrs.h"
+#include "common/invalidation.h"
 #include "common/node_handle.h"
 #include "common/wire.h"
 #include "proto/fuse_abi.h"
@@ -171,6 +172,12 @@ void ReplyFrame() {
   handle.handle_bytes = 8;
   Write("fuzz_reply_frame", "notify_then_lookup",
         prologue(2, FUSE_LOOKUP, 4096, "") + Reply(0, wire::kNotifyNodeHandles, Bytes(handle)) +
+            Reply(2, 0, Bytes(entry)));
+  std::string invalidations;
+  wire::AppendInvalidation({wire::InvalidationKind::kEntry, 1, -1, 0, "file.txt"}, invalidations);
+  wire::AppendInvalidation({wire::InvalidationKind::kInode, 7, 0, 4096, ""}, invalidations);
+  Write("fuzz_reply_frame", "invalidate_then_lookup",
+        prologue(4, FUSE_LOOKUP, 4096, "") + Reply(0, wire::kNotifyInvalidate, invalidations) +
             Reply(2, 0, Bytes(entry)));
   fuse_read_in read{};
   read.size = 16;
