@@ -40,6 +40,7 @@ absl::StatusOr<std::shared_ptr<ClientState>> ClientRegistry::Create(
   auto state = std::make_shared<ClientState>(options_.reply_cache,
                                              options_.max_open_files_per_client);
   state->client_id = client_id;
+  state->invalidations.set_owner(client_id);
   if (options_.node_fds != nullptr) {
     ASSIGN_OR_RETURN(state->nodes, HandleNodeTable::Create(std::move(root), st, options_.node_fds));
     state->seal = options_.seal;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/log.h"
+
 namespace ringfs::server {
 
 void InvalidationOutbox::AddSink(uint64_t session_id, Wake wake) {
@@ -38,9 +40,17 @@ void InvalidationOutbox::Push(std::vector<wire::Invalidation> records) {
     if (!enabled_) return;
     for (auto& record : records) pending_.push_back(std::move(record));
     pushed_ += records.size();
+    size_t dropped_now = 0;
     while (pending_.size() > max_pending_) {
       pending_.pop_front();
-      ++dropped_;
+      ++dropped_now;
+    }
+    dropped_ += dropped_now;
+    if (dropped_now > 0 && !drop_logged_) {
+      drop_logged_ = true;  // once per backlog: it is logged again after the client caught up
+      RINGFS_LOG_WARN("client %s has %zu cache invalidations waiting (no connection reading "
+                      "them); dropping the oldest: its caches may be stale until their "
+                      "timeouts expire", owner_, pending_.size());
     }
     to_wake = NextWakeLocked();
   }
@@ -56,6 +66,7 @@ std::vector<wire::Invalidation> InvalidationOutbox::Take(uint64_t session_id, bo
     if (can_send) {
       out.assign(std::make_move_iterator(pending_.begin()), std::make_move_iterator(pending_.end()));
       pending_.clear();
+      drop_logged_ = false;
     } else {
       std::erase_if(sinks_, [&](const auto& sink) { return sink.first == session_id; });
       to_wake = NextWakeLocked();

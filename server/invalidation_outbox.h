@@ -15,6 +15,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -31,6 +32,9 @@ class InvalidationOutbox {
   using Wake = std::function<void(uint64_t session_id)>;
 
   explicit InvalidationOutbox(size_t max_pending = 65536) : max_pending_(max_pending) {}
+
+  // The client's name in log lines. Set once, before the outbox is shared.
+  void set_owner(std::string owner) { owner_ = std::move(owner); }
 
   // A session of this client that asked for invalidations. The first one turns the outbox on:
   // until then Push drops everything (the client does not listen).
@@ -56,6 +60,7 @@ class InvalidationOutbox {
   std::optional<std::pair<uint64_t, Wake>> NextWakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_pending_;
+  std::string owner_;
   mutable absl::Mutex mu_;
   bool enabled_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<wire::Invalidation> pending_ ABSL_GUARDED_BY(mu_);
@@ -64,6 +69,7 @@ class InvalidationOutbox {
   uint64_t woken_ ABSL_GUARDED_BY(mu_) = 0;  // the session of the pending wake
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pushed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool drop_logged_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ringfs::server

@@ -76,6 +76,11 @@ struct Worker::Connection {
   bool recv_posted = false;
   bool send_posted = false;
   bool closing = false;
+  // The last invalidation frame queued and not sent yet (null: none). While one waits, a flush
+  // takes nothing (`flush_wanted` remembers it): a client that stops reading leaves the records
+  // in its bounded outbox instead of an unbounded send queue here.
+  Buffer* unsent_invalidations = nullptr;
+  bool flush_wanted = false;
   uint64_t last_recv_ns = 0;  // when it last sent us bytes (or was adopted), for the idle check
   // Requests whose reply has not been fully sent yet; RECV pauses at max_inflight.
   uint32_t inflight = 0;
@@ -786,8 +791,13 @@ void Worker::OnSend(Connection* c, int result) {
     c->out_head = done->next;
     if (c->out_head == nullptr) c->out_tail = nullptr;
     c->out_offset = 0;
+    if (done == c->unsent_invalidations) c->unsent_invalidations = nullptr;
     pool_.Put(done);
     SetInflight(c, c->inflight - 1);
+  }
+  if (c->unsent_invalidations == nullptr && c->flush_wanted) {
+    c->flush_wanted = false;
+    FlushInvalidations(c->setup.session_id);
   }
   MaybePostSend(c);
   if (!c->recv_posted) ProcessInput(c);  // resumes reading if it paused at max_inflight
@@ -851,6 +861,10 @@ void Worker::FlushInvalidations(uint64_t session_id) {
     // The state may be gone too; nothing of it is touched then.
     return;
   }
+  if (c->unsent_invalidations != nullptr) {
+    c->flush_wanted = true;  // OnSend flushes once the frames before have left
+    return;
+  }
   std::vector<wire::Invalidation> records = c->setup.client->invalidations.Take(session_id, true);
   // Frames of at most 64 KiB, so one never comes near the client's frame limit.
   constexpr size_t kMaxBody = 64 * 1024;
@@ -872,6 +886,7 @@ void Worker::FlushInvalidations(uint64_t session_id) {
     // Counted like a reply: OnSend takes one off `inflight` for every buffer it sends.
     SetInflight(c, c->inflight + 1);
     QueueReply(c, frame);
+    c->unsent_invalidations = frame;
   }
 }
 
