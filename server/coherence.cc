@@ -73,22 +73,36 @@ size_t Coherence::Publish(const ClientState& origin,
   std::vector<std::shared_ptr<ClientState>> others = registry_->Listeners(&origin);
   if (others.empty()) return 0;
   // Each change in server terms (the file it names), once.
-  std::vector<std::optional<InodeKey>> keys;
-  keys.reserve(changes.size());
-  for (const Invalidation& change : changes) keys.push_back(origin.nodes->KeyOf(change.nodeid));
+  std::vector<KeyedChange> keyed;
+  keyed.reserve(changes.size());
+  for (const Invalidation& change : changes) {
+    if (std::optional<InodeKey> key = origin.nodes->KeyOf(change.nodeid)) {
+      keyed.push_back({*key, change});
+    }
+  }
+  return PushTo(others, keyed);
+}
+
+size_t Coherence::PublishKeyed(std::span<const KeyedChange> changes) const {
+  if (changes.empty()) return 0;
+  std::vector<std::shared_ptr<ClientState>> clients = registry_->Listeners(nullptr);
+  return PushTo(clients, changes);
+}
+
+size_t Coherence::PushTo(std::span<const std::shared_ptr<ClientState>> clients,
+                         std::span<const KeyedChange> changes) const {
   size_t pushed = 0;
-  for (const auto& other : others) {
+  for (const auto& client : clients) {
     std::vector<Invalidation> records;
-    for (size_t i = 0; i < changes.size(); ++i) {
-      if (!keys[i]) continue;
-      std::optional<uint64_t> id = other->nodes->FindByInode(*keys[i]);
+    for (const KeyedChange& keyed : changes) {
+      std::optional<uint64_t> id = client->nodes->FindByInode(keyed.key);
       if (!id) continue;
-      Invalidation record = changes[i];
+      Invalidation record = keyed.change;
       record.nodeid = *id;
       records.push_back(std::move(record));
     }
     pushed += records.size();
-    other->invalidations.Push(std::move(records));
+    client->invalidations.Push(std::move(records));
   }
   return pushed;
 }

@@ -5,8 +5,8 @@
 // Runs on the worker thread that executed the request, after the change reached the export and
 // before its reply is queued; it takes only mutexes (the registry's, each client's node table's
 // and outbox's), never a syscall.
-// What it does not see: changes made on the server's filesystem by anything but ringfs
-// (documented in the README; those are seen when the clients' timeouts expire).
+// Changes made on the server's filesystem by anything but ringfs come in through ExportWatch
+// (export_watch.h) and PublishKeyed.
 #pragma once
 
 #include <span>
@@ -33,7 +33,23 @@ class Coherence {
   // Returns how many records were pushed, for tests and stats.
   size_t Publish(const ClientState& origin, std::span<const wire::Invalidation> changes) const;
 
+  // A change named by the file it concerns (`key`: the node, or the directory of a kEntry);
+  // `change.nodeid` is ignored.
+  struct KeyedChange {
+    InodeKey key;
+    wire::Invalidation change;
+  };
+  // Pushes changes made by someone other than a client (the export changed on the server,
+  // export_watch.h) to every client holding the nodes.
+  size_t PublishKeyed(std::span<const KeyedChange> changes) const;
+  // Whether any client listens (else changes need not even be resolved).
+  bool HasListeners() const { return !registry_->Listeners(nullptr).empty(); }
+
  private:
+  // Pushes to each of `clients` the changes it holds a node of.
+  size_t PushTo(std::span<const std::shared_ptr<ClientState>> clients,
+                std::span<const KeyedChange> changes) const;
+
   ClientRegistry* const registry_;
 };
 

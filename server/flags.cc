@@ -86,7 +86,10 @@ std::string_view Usage() {
          "                   root_squash|no_root_squash|all_squash, anonuid=N, anongid=N\n"
          "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n"
          "  --no-manage-gids a caller's groups are only the gid of its request, not the\n"
-         "                   supplementary groups this server's user database gives its uid\n";
+         "                   supplementary groups this server's user database gives its uid\n"
+         "  --no-export-watch do not watch the export's filesystem (fanotify) for changes made\n"
+         "                   on the server directly; clients then see them when their caches\n"
+         "                   expire (60 s by default)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -116,6 +119,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
     }
     if (arg == "--no-manage-gids") {
       config.manage_gids = false;
+      continue;
+    }
+    if (arg == "--no-export-watch") {
+      config.export_watch = false;
       continue;
     }
     if (eq != std::string::npos) {

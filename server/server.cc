@@ -102,6 +102,16 @@ absl::Status Server::Start() {
                   registry_options.max_open_files_per_client, config_.idle_timeout_s);
   registry_ = std::make_unique<ClientRegistry>(export_fd_.get(), std::move(registry_options));
   coherence_ = std::make_unique<Coherence>(registry_.get());
+  if (config_.export_watch) {
+    export_watch_ = std::make_unique<ExportWatch>(config_.export_dir, coherence_.get());
+    if (absl::Status watch = export_watch_->Start(); !watch.ok()) {
+      RINGFS_LOG_WARN("changes made on the export directly (not through ringfs) are seen by "
+                      "clients only when their caches expire: %s", watch.message());
+      export_watch_.reset();
+    } else {
+      RINGFS_LOG_INFO("watching the export's filesystem for changes made on the server");
+    }
+  }
   auth_ = MakeAuthenticator(config_);  // before the reaper, which flushes its log
   reaper_ = std::thread([this] { ReapLoop(); });
   const bool act_as_callers = CanActAsCallers();
@@ -177,6 +187,7 @@ void Server::Stop() {
     absl::MutexLock lock(&listener_mu_);
     if (listener_) listener_->Stop();
   }
+  if (export_watch_) export_watch_->Stop();
   for (auto& worker : workers_) worker->Stop();
   if (reaper_.joinable()) {
     stop_reaper_.Notify();

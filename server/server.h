@@ -22,6 +22,7 @@
 #include "server/authenticator.h"
 #include "server/client_registry.h"
 #include "server/coherence.h"
+#include "server/export_watch.h"
 #include "server/group_cache.h"
 #include "server/config.h"
 #include "server/listener.h"
@@ -78,6 +79,7 @@ class Server final : public AdminBackend {
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
   std::unique_ptr<Coherence> coherence_;  // shares the registry's lifetime; before the workers
+  std::unique_ptr<ExportWatch> export_watch_;  // null: off or unavailable
   std::unique_ptr<GroupCache> groups_;  // null with --no-manage-gids
   std::shared_ptr<Authenticator> auth_;  // shared with the listener
   std::thread reaper_;

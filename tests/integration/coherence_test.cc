@@ -234,6 +234,31 @@ TEST_P(CoherenceTest, FileCapabilitiesAreNeverHiddenByTheAbsenceCache) {
   Note("removecap", WaitSeen([&] { return capability(B("cap2")) == -ENODATA; }));
 }
 
+// A process on the storage node changes the export directly: the server's fanotify watch
+// (server/export_watch.h) pushes the same invalidations a client's change would.
+TEST_P(CoherenceTest, ChangesMadeOnTheExportDirectlyAreSeen) {
+  ASSERT_EQ(mkdir(A("x").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(A("x/file"), "old"));
+  ASSERT_TRUE(WriteFile(A("x/gone"), "x"));
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    ASSERT_EQ(Slurp(view->Mnt("x/file")), "old");
+    ASSERT_TRUE(StatOf(view->Mnt("x/file")).exists);
+    ASSERT_TRUE(StatOf(view->Mnt("x/gone")).exists);
+  }
+  ASSERT_FALSE(StatOf(B("x/new")).exists);
+  ASSERT_TRUE(WriteFile(env_->Exp("x/new"), "n"));
+  Note("local-create", WaitSeen([&] { return StatOf(B("x/new")).exists; }));
+  ASSERT_EQ(unlink(env_->Exp("x/gone").c_str()), 0);
+  Note("local-unlink", WaitSeen([&] { return !StatOf(B("x/gone")).exists; }));
+  ASSERT_EQ(chmod(env_->Exp("x/file").c_str(), 0600), 0);
+  Note("local-chmod", WaitSeen([&] { return StatOf(B("x/file")).mode == 0600; }));
+  ASSERT_TRUE(WriteFile(env_->Exp("x/file"), "new data"));
+  Note("local-write", WaitSeen([&] { return Slurp(B("x/file")) == "new data"; }));
+  Report();
+  EXPECT_TRUE(StatOf(C("x/gone")).exists) << "the control mount must still show its cache";
+  EXPECT_EQ(StatOf(C("x/file")).mode, 0644u);
+}
+
 TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
   constexpr int kFiles = 500;
   ASSERT_EQ(mkdir(B("w").c_str(), 0755), 0);
