@@ -43,6 +43,7 @@ SF_NOTE=""                 # what the source was, for the report
 SF_COUNT=0                 # entries in the tarball
 SF_STATS=0                 # files in the stat list
 SF_GITN=0                  # files in the repository
+SF_DEST=""                 # where the step in progress writes (to read its error messages)
 
 sf_prepare() {  # builds the tarball, tree, stat list and repository once per run
   command -v rsync >/dev/null || apt_install rsync || true
@@ -110,17 +111,22 @@ sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
     rm -f "$2"
 }
 
-# tar exits 2 on sshfs: SFTP's SETSTAT follows symlinks, so setting times and owner of a symlink
-# whose target is outside the tree fails (ENOENT) after the link itself was made. When every
-# error tar reported is of that kind (times/owner of an entry that is a symlink in the source),
-# sf_tar_symlink_errors prints how many entries it was and succeeds.
-sf_tar_symlink_errors() {  # sf_tar_symlink_errors LOG
+# tar exits 2 and rsync 23 on sshfs: SFTP's SETSTAT follows symlinks, so setting times (and, for
+# tar, owner) of a symlink whose target is outside the tree fails (ENOENT) after the link itself
+# was made. When every error in LOG is of that kind, for an entry that is a symlink in the source
+# tree, sf_symlink_errors prints how many entries it was and succeeds.
+sf_symlink_errors() {  # sf_symlink_errors LOG DEST_PREFIX
   local line name names=() n
   while IFS= read -r line; do
     case "$line" in
       "tar: Exiting with failure status due to previous errors") continue ;;
+      "rsync error: some files/attrs were not transferred "*"(code 23)"*) continue ;;
       "tar: "*": Cannot utime: "*) name="${line#tar: }"; name="${name%%: Cannot utime: *}" ;;
       "tar: "*": Cannot change ownership to "*) name="${line#tar: }"; name="${name%%: Cannot change ownership to *}" ;;
+      'rsync: [generator] failed to set times on "'*'": No such file or directory (2)')
+        name="${line#rsync: \[generator\] failed to set times on \"}"
+        name="${name%%\": No such file or directory (2)}"
+        name="${name#"$2"/}" ;;
       *) return 1 ;;
     esac
     [ -L "$SF_TREE/$name" ] || return 1
@@ -146,11 +152,11 @@ sf_step() {
     bounded "$SF_DEADLINE" "$@" > "$LOGS/sf-$target-$step-r$ROUND.log" 2>&1 || rc=$?
   fi
   c1="$(cpu_sample)"; t1="$(now)"
-  local tarnote="" nlinks
-  if [ "$step" = tar ] && [ "$rc" = 2 ] &&
-     nlinks="$(sf_tar_symlink_errors "$LOGS/sf-$target-$step-r$ROUND.log")"; then
+  local linknote="" nlinks
+  if { { [ "$step" = tar ] && [ "$rc" = 2 ]; } || { [ "$step" = rsync ] && [ "$rc" = 23 ]; }; } &&
+     nlinks="$(sf_symlink_errors "$LOGS/sf-$target-$step-r$ROUND.log" "$SF_DEST")"; then
+    linknote="$step exit $rc accepted: times of $nlinks symlinks pointing outside the tree could not be set (the filesystem follows symlinks on SETATTR); everything else copied"
     rc=0
-    tarnote="tar exit 2 accepted: times/owner of $nlinks symlinks pointing outside the tree could not be set (the filesystem follows symlinks on SETATTR); everything else extracted"
   fi
   if [ "$1" != "$METABENCH" ]; then
     "$PY" -c 'import json, sys
@@ -171,7 +177,7 @@ print(json.dumps({"phase": sys.argv[5], "requested": n, "done": n if ok else 0, 
     status=failed
     note="exit $rc: $(tail -n 3 "$LOGS/sf-$target-$step-r$ROUND.log" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
   fi
-  [ -z "$note" ] && note="$tarnote"
+  [ -z "$note" ] && note="$linknote"
   [ -n "$note" ] && log "$target: $step: $note"
   record "$target" "t-$step" "$entries" sf "$json" "$status" "$t0" "$t1" "$c0" "$c1" "$note"
   return "$rc"
@@ -189,6 +195,7 @@ sf_tree_group() {  # tar, stat-cold, stat-warm, rm on TARGET DIR
   mkdir "$EXPORT/$sub"
   mkdir -p "$OUT/sf"
   sf_scrape "$target" "$met.before"
+  SF_DEST="$dir/$sub"
   if sf_step "$target" tar "$SF_COUNT" tar -C "$dir/$sub" -xf "$SF_TAR"; then
     sf_scrape "$target" "$met.after"
     drop_caches
@@ -206,6 +213,7 @@ sf_rsync_group() {
   local target="$1" dir="$2" sub="sf-$1-r$ROUND-rsync"
   if ! command -v rsync >/dev/null; then sf_skip "$target" rsync "rsync is not installed"; return; fi
   rm -rf --one-file-system "${EXPORT:?}/$sub"
+  SF_DEST="$dir/$sub"
   sf_step "$target" rsync "$SF_COUNT" rsync -a "$SF_TREE/" "$dir/$sub/" || true
   rm -rf --one-file-system "${EXPORT:?}/$sub"
 }
