@@ -403,10 +403,16 @@ def render_md(machine, targets, summary, scaling, meta, goals, cpu_goals, notes,
     L.append("- everything on loopback (127.0.0.1); host CPU from /proc/stat covers the whole "
              "host (fio, FUSE daemons, servers, sshd)")
     fr, tr = machine.get("fio_rounds", 1), machine.get("t_rounds", 1)
-    if fr > 1 or ("t" in machine["jobs"].split(",") and tr > 1):
-        L.append(f"- rounds: {fr} for fio and metadata jobs, {tr} for small files (job t); all "
-                 "targets mounted at once and measured in turn in each round (A B C A B C …); "
-                 "figures are medians over rounds, ratios medians of per-round ratios")
+    jobs = machine["jobs"].split(",")
+    parts = []
+    if fr > 1 and any(j != "t" for j in jobs):
+        parts.append(f"{fr} for fio and metadata jobs")
+    if tr > 1 and "t" in jobs:
+        parts.append(f"{tr} for small files (job t)")
+    if parts:
+        L.append(f"- rounds: {', '.join(parts)}; all targets mounted at once and measured in turn "
+                 "in each round (A B C A B C …); figures are medians over rounds, ratios medians "
+                 "of per-round ratios")
     if machine.get("smallfiles"):
         L.append(f"- small files (job t): {machine['smallfiles']}")
     L.append("")
@@ -453,20 +459,11 @@ def render_md(machine, targets, summary, scaling, meta, goals, cpu_goals, notes,
         L.append(f"| {row_label(row, desc, g_count)} | " + " | ".join(cells) + " |")
     L.append("")
 
-    L.append("## Goals of issue 5 (ringfs-uring, same run)")
-    L.append("")
-    L.append("| job | goal | measured | met |")
-    L.append("|---|---|---:|:---:|")
-    for g in goals:
-        met = "—" if g["met"] is None else ("yes" if g["met"] else "**no**")
-        L.append(f"| {g['row']} | ≥ {g['need']:g}× {g['vs']} | {fmt_ratio(g['ratio'])} | {met} |")
-    for c in cpu_goals:
-        if c["uring_cpu_us"] is None and c["sshfs_cpu_us"] is None:
-            continue
-        met = "—" if c["met"] is None else ("yes" if c["met"] else "**no**")
-        L.append(f"| {c['row']} | CPU-µs/op < sshfs | {fmt(c['uring_cpu_us'])} vs "
-                 f"{fmt(c['sshfs_cpu_us'])} | {met} |")
-    L.append("")
+    shown_goals = [g for g in goals if summary[g["row"]]]  # only jobs this run measured
+    shown_cpu = [c for c in cpu_goals
+                 if c["uring_cpu_us"] is not None or c["sshfs_cpu_us"] is not None]
+    if shown_goals or shown_cpu:
+        render_goals(L, shown_goals, shown_cpu)
 
     L.append("## Host CPU: busy cores / CPU-µs per operation")
     L.append("")
@@ -562,6 +559,21 @@ def render_md(machine, targets, summary, scaling, meta, goals, cpu_goals, notes,
     return "\n".join(L)
 
 
+def render_goals(L, goals, cpu_goals):
+    L.append("## Goals of issue 5 (ringfs-uring, same run)")
+    L.append("")
+    L.append("| job | goal | measured | met |")
+    L.append("|---|---|---:|:---:|")
+    for g in goals:
+        met = "—" if g["met"] is None else ("yes" if g["met"] else "**no**")
+        L.append(f"| {g['row']} | ≥ {g['need']:g}× {g['vs']} | {fmt_ratio(g['ratio'])} | {met} |")
+    for c in cpu_goals:
+        met = "—" if c["met"] is None else ("yes" if c["met"] else "**no**")
+        L.append(f"| {c['row']} | CPU-µs/op < sshfs | {fmt(c['uring_cpu_us'])} vs "
+                 f"{fmt(c['sshfs_cpu_us'])} | {met} |")
+    L.append("")
+
+
 def render_rounds(L, targets, summary, g_count, rstat):
     """Per job: each target's median and min–max over rounds, its ratio to native and
     uring ÷ classic as median (min–max) of per-round ratios, flagged when not conclusive."""
@@ -634,7 +646,7 @@ def render_smallfiles(L, targets, summary, rpe):
         ts = [t for t in targets if t in rpe]
         # Opcodes tar did not send (counters that only exist from earlier steps) are left out.
         ops = sorted({op for t in ts for op in rpe[t] if abs(rpe[t][op]) >= 0.0005},
-                     key=lambda op: (op.startswith("("), -max(rpe[t].get(op, 0) for t in ts)))
+                     key=lambda op: (op.startswith("("), -max(rpe[t].get(op, 0) for t in ts), op))
         L.append("### FUSE requests per extracted entry (tar -xf), by opcode")
         L.append("")
         L.append("From the mount's Prometheus endpoint (`ringfs_frontend_requests_total{op}`, "

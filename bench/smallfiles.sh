@@ -155,7 +155,9 @@ sf_step() {
   local linknote="" nlinks
   if { { [ "$step" = tar ] && [ "$rc" = 2 ]; } || { [ "$step" = rsync ] && [ "$rc" = 23 ]; }; } &&
      nlinks="$(sf_symlink_errors "$LOGS/sf-$target-$step-r$ROUND.log" "$SF_DEST")"; then
-    linknote="$step exit $rc accepted: times of $nlinks symlinks pointing outside the tree could not be set (the filesystem follows symlinks on SETATTR); everything else copied"
+    local what=times
+    [ "$step" = tar ] && what="times and owner"
+    linknote="$step exit $rc accepted: $what of $nlinks symlinks pointing outside the tree could not be set (the filesystem follows symlinks on SETATTR); everything else copied"
     rc=0
   fi
   if [ "$1" != "$METABENCH" ]; then
