@@ -15,11 +15,19 @@
 #   g metadata: create, stat (cold caches), unlink of 10,000 files in one directory
 #   m metadata scaling: g at 1,000 / 10,000 / 100,000 files
 #   s scaling curve: 4k randread io_uring at iodepth 1 2 4 8 16 32 64 (5 s each)
+#   t small files (bench/smallfiles.sh): tar -xf of >= 20,000 entries of /usr/include, cold and
+#     warm stat of 10,000 of its files, rm -rf of it, rsync -a of the same tree, local git clone
+#     --no-hardlinks of a 3,000-file repository; not on the floor and TLS targets
+# Rounds: every target is mounted at once and each job runs round by round, all targets in each
+# round (A B C A B C ...), so the host's drift moves all targets alike; the report gives medians,
+# min-max and per-round ratios. --rounds N applies to all jobs; without it job t runs 3 rounds and
+# the others 1.
 # For every run it samples /proc/stat (whole host, daemons included) for busy cores and CPU-us
 # per operation. Output (fio JSON, results.json, results.md, table.png, scaling.png) goes to
 # --out DIR (default bench/out/<timestamp>).
 #
 # usage: bench/run.sh [--quick] [--out DIR] [--jobs a,b,...] [--targets native,sshfs,...]
+#                     [--rounds N]
 #   RINGFS_BIN=dir  use ringfs-server/ringfs-mount from dir instead of build/bin
 #   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576, or the hard limit)
 #   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
@@ -28,7 +36,10 @@
 #                   (this VM's root fs) skips inodes deleted in the last 1-6 minutes when it
 #                   allocates, so creates right after another target's unlinks get slower
 #                   with every file deleted before them.
-# Run as root. Installs fio, sshfs, openssh-server and python3-matplotlib with apt-get when
+#   SMALLFILES_SRC=dir, SF_ENTRIES, SF_STAT_FILES, SF_GIT_FILES, SF_DEADLINE: job t's source tree
+#                   (default /usr/include), its size and the deadline of each step (see
+#                   bench/smallfiles.sh)
+# Run as root. Installs fio, sshfs, openssh-server, rsync, git and python3-matplotlib with apt-get when
 # missing. Everything it starts (servers, mounts, sshd, temp dirs) is removed on exit, also on
 # error or Ctrl-C. Exit status 77 means "cannot run here" (not root, no fio).
 set -euo pipefail
@@ -38,9 +49,10 @@ ROOT="$(cd "$HERE/.." && pwd)"
 
 QUICK=0
 OUT=""
-JOBS="a,b,c,d,e,f,g,m,s"
+JOBS="a,b,c,d,e,f,g,m,s,t"
 ALL_TARGETS="native,ringfs-uring,ringfs-classic,ringfs-uring-floor,ringfs-uring-tls,sshfs"
 TARGETS="$ALL_TARGETS"
+ROUNDS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -50,6 +62,8 @@ while [ $# -gt 0 ]; do
     --jobs=*) JOBS="${1#--jobs=}" ;;
     --targets) TARGETS="${2:?--targets needs a list}"; shift ;;
     --targets=*) TARGETS="${1#--targets=}" ;;
+    --rounds) ROUNDS="${2:?--rounds needs a number}"; shift ;;
+    --rounds=*) ROUNDS="${1#--rounds=}" ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -84,8 +98,12 @@ has_item() {  # has_item LIST ITEM: is ITEM in the comma-separated LIST?
 }
 
 for j in ${JOBS//,/ }; do
-  case "$j" in a|b|c|d|e|f|g|m|s) ;; *) die "unknown job '$j' (a-g, m, s)" ;; esac
+  case "$j" in a|b|c|d|e|f|g|m|s|t) ;; *) die "unknown job '$j' (a-g, m, s, t)" ;; esac
 done
+case "$ROUNDS" in ''|[1-9]|[1-9][0-9]) ;; *) die "--rounds wants a number from 1 to 99" ;; esac
+FIO_ROUNDS="${ROUNDS:-1}"  # jobs a-g, m, s
+T_ROUNDS="${ROUNDS:-3}"    # job t
+ROUND=1                    # the round in progress, recorded with every run
 for t in ${TARGETS//,/ }; do
   has_item "$ALL_TARGETS" "$t" || die "unknown target '$t' ($ALL_TARGETS)"
 done
@@ -293,6 +311,8 @@ start_server() {  # start_server NAME [extra flags]: sets SERVER_ADDR
   record "$name" server "" info "" ok 0 0 "0 0" "0 0" "open-file limit ${nofile:-?}; $nodes"
 }
 
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
 mount_ringfs() {  # mount_ringfs MNT ADDR TRANSPORT STATS [EXTRA_OPTIONS]
   local mp="$1" addr="$2" transport="$3" stats="$4" extra="${5:+,$5}"
   mkdir -p "$mp"
@@ -316,7 +336,7 @@ start_sshd() {
   ssh-keygen -q -t ed25519 -N '' -f "$SSH_DIR/host_key" >/dev/null
   ssh-keygen -q -t ed25519 -N '' -f "$SSH_DIR/user_key" >/dev/null
   cp "$SSH_DIR/user_key.pub" "$SSH_DIR/authorized_keys"
-  SSH_PORT="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  SSH_PORT="$(free_port)"
   local sftp=/usr/lib/openssh/sftp-server
   [ -x "$sftp" ] || sftp=internal-sftp
   cat > "$SSH_DIR/sshd_config" <<EOF
@@ -401,9 +421,10 @@ a = sys.argv[1:]
 print(json.dumps({"target": a[0], "job": a[1], "param": a[2], "kind": a[3], "file": a[4],
                   "status": a[5], "wall_s": float(a[7]) - float(a[6]),
                   "busy_jiffies": int(a[9]) - int(a[8]), "total_jiffies": int(a[11]) - int(a[10]),
-                  "hz": int(a[12]), "note": a[13], "bg_cores": float(a[14])}))' \
+                  "hz": int(a[12]), "note": a[13], "bg_cores": float(a[14]),
+                  "round": int(a[15])}))' \
     "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$b0" "$b1" "$t0j" "$t1j" "$HZ" "${11}" \
-    "$BG_CORES" >> "$RUNS"
+    "$BG_CORES" "$ROUND" >> "$RUNS"
 }
 
 fio_job_args() {  # fio_job_args JOB [IODEPTH]: the fio options of one job
@@ -422,6 +443,7 @@ run_fio() {  # run_fio TARGET DIR JOB [IODEPTH]
   local target="$1" dir="$2" job="$3" qd="${4:-}" runtime="$RUNTIME" name status note=""
   name="$job"
   if [ "$job" = s ]; then name="s-qd$qd"; runtime="$SCALE_RUNTIME"; fi
+  [ "$FIO_ROUNDS" -gt 1 ] && name="$name-r$ROUND"
   local json="fio/$target-$name.json"
   mkdir -p "$OUT/fio"
   log "$target: fio job $name (${runtime}s)"
@@ -480,11 +502,13 @@ run_meta() {  # run_meta TARGET DIR: metadata phases at every count; skips what 
     for phase in create stat unlink; do
       [ "$phase" = stat ] && drop_caches
       quiet_wait
-      local json="meta/$target-$n-$phase.json" c0 c1 t0 t1 status=ok note="" rc=0
-      log "$target: metadata $phase x $n"
+      local rs=""
+      [ "$FIO_ROUNDS" -gt 1 ] && rs="-r$ROUND"
+      local json="meta/$target-$n-$phase$rs.json" c0 c1 t0 t1 status=ok note="" rc=0
+      log "$target: metadata $phase x $n${rs:+ (round $ROUND)}"
       t0="$(now)"; c0="$(cpu_sample)"
       bounded $((META_DEADLINE + 30)) "$METABENCH" "$phase" "$dir/$sub" "$n" "$META_DEADLINE" \
-        > "$OUT/$json" 2> "$LOGS/meta-$target-$n-$phase.log" || rc=$?
+        > "$OUT/$json" 2> "$LOGS/meta-$target-$n-$phase$rs.log" || rc=$?
       c1="$(cpu_sample)"; t1="$(now)"
       if grep -q '"deadline_hit": true' "$OUT/$json" 2>/dev/null; then
         note="deadline of ${META_DEADLINE}s hit: partial"
@@ -496,7 +520,7 @@ run_meta() {  # run_meta TARGET DIR: metadata phases at every count; skips what 
         log "$target: $note"
       elif [ "$rc" != 0 ]; then
         status=failed
-        note="$(cat "$OUT/$json" "$LOGS/meta-$target-$n-$phase.log" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
+        note="$(cat "$OUT/$json" "$LOGS/meta-$target-$n-$phase$rs.log" 2>/dev/null | tr '\n' ' ' | cut -c1-200)"
       fi
       record "$target" "meta-$phase" "$n" meta "$json" "$status" "$t0" "$t1" "$c0" "$c1" "$note"
       [ -n "$hung" ] && break
@@ -519,23 +543,16 @@ warm_file() {
   cat "$f" > /dev/null  # now in the server's page cache
 }
 
-run_target_jobs() {  # run_target_jobs TARGET DIR
-  local target="$1" dir="$2" j qd
-  warm_file
-  for j in a b c d e f; do
-    has_item "$JOBS" "$j" && run_fio "$target" "$dir" "$j"
-  done
-  if has_item "$JOBS" s; then
-    for qd in "${IODEPTHS[@]}"; do run_fio "$target" "$dir" s "$qd"; done
-  fi
-  if has_item "$JOBS" g || has_item "$JOBS" m; then
-    if [ "$target" = ringfs-uring-floor ]; then
-      # --floor changes only READ and WRITE: metadata would repeat ringfs-uring's figures.
+run_meta_job() {  # run_meta_job TARGET DIR: jobs g/m on one target
+  local target="$1" dir="$2"
+  if [ "$target" = ringfs-uring-floor ]; then
+    # --floor changes only READ and WRITE: metadata would repeat ringfs-uring's figures.
+    if [ "$ROUND" = 1 ]; then
       record "$target" meta-create "" info "" skipped 0 0 "0 0" "0 0" \
         "metadata not run on the floor target: --floor changes only READ and WRITE"
-    else
-      run_meta "$target" "$dir"
     fi
+  else
+    run_meta "$target" "$dir"
   fi
 }
 
@@ -551,17 +568,23 @@ stats_note() {  # how the requests of a ringfs mount travelled (ring vs /dev/fus
 
 # ---------------------------------------------------------------------------------------------
 # The run.
-log "output in $OUT; work dir $WORK; jobs $JOBS; targets $TARGETS; quick=$QUICK"
+log "output in $OUT; work dir $WORK; jobs $JOBS; targets $TARGETS; quick=$QUICK; rounds: $FIO_ROUNDS (fio, metadata), $T_ROUNDS (small files)"
 if has_item "$TARGETS" ringfs-uring || has_item "$TARGETS" ringfs-classic; then
   start_server ringfs-server
   MAIN_ADDR="$SERVER_ADDR"
 fi
 
+# Every target is mounted first and stays mounted until the end, each on its own mountpoint, so
+# the jobs can go round by round over all targets.
+declare -A MNT=()           # target -> the directory its jobs use
+declare -A METRICS_PORT=()  # ringfs target -> port of its mount's Prometheus endpoint
+UP=()                       # targets that are up, in --targets order
 for target in ${TARGETS//,/ }; do
   mp="$WORK/mnt-$target"
   case "$target" in
     native)
-      run_target_jobs native "$EXPORT"
+      MNT[native]="$EXPORT"
+      UP+=(native)
       ;;
     ringfs-uring|ringfs-classic|ringfs-uring-floor|ringfs-uring-tls)
       transport=uring
@@ -581,10 +604,13 @@ for target in ${TARGETS//,/ }; do
         addr="$SERVER_ADDR"
         extra="tls,tls_ca=$WORK/pki/ca.pem"
       fi
+      # The Prometheus endpoint gives requests by opcode (job t reads it around tar -xf).
+      port="$(free_port)"
+      extra="${extra:+$extra,}metrics=127.0.0.1:$port"
       if mount_ringfs "$mp" "$addr" "$transport" "$OUT/stats-$target.txt" "$extra"; then
-        run_target_jobs "$target" "$mp"
-        unmount_one "$mp"
-        record "$target" transport "" info "" ok 0 0 "0 0" "0 0" "$(stats_note "$OUT/stats-$target.txt")"
+        MNT[$target]="$mp"
+        METRICS_PORT[$target]="$port"
+        UP+=("$target")
       else
         target_failed "$target" "mount failed (see logs/mounts.log)"
         unmount_one "$mp"
@@ -594,8 +620,8 @@ for target in ${TARGETS//,/ }; do
       if [ "$SSHFS_OK" != 1 ]; then
         target_failed sshfs "$SSHFS_NOTE"
       elif mount_sshfs "$mp"; then
-        run_target_jobs sshfs "$mp"
-        unmount_one "$mp"
+        MNT[sshfs]="$mp"
+        UP+=(sshfs)
       else
         target_failed sshfs "sshfs mount failed (see logs/mounts.log, logs/sshd.log)"
         unmount_one "$mp"
@@ -604,13 +630,66 @@ for target in ${TARGETS//,/ }; do
   esac
 done
 
+# Job by job, round by round, target by target.
+FIO_JOBS=()
+for j in a b c d e f; do has_item "$JOBS" "$j" && FIO_JOBS+=("$j"); done
+if [ ${#FIO_JOBS[@]} -gt 0 ] || has_item "$JOBS" s; then
+  warm_file
+fi
+for j in "${FIO_JOBS[@]}"; do
+  for r in $(seq 1 "$FIO_ROUNDS"); do
+    ROUND="$r"
+    for target in "${UP[@]}"; do run_fio "$target" "${MNT[$target]}" "$j"; done
+  done
+done
+if has_item "$JOBS" s; then
+  for qd in "${IODEPTHS[@]}"; do
+    for r in $(seq 1 "$FIO_ROUNDS"); do
+      ROUND="$r"
+      for target in "${UP[@]}"; do run_fio "$target" "${MNT[$target]}" s "$qd"; done
+    done
+  done
+fi
+if has_item "$JOBS" g || has_item "$JOBS" m; then
+  for r in $(seq 1 "$FIO_ROUNDS"); do
+    ROUND="$r"
+    for target in "${UP[@]}"; do run_meta_job "$target" "${MNT[$target]}"; done
+  done
+fi
+ROUND=1
+SF_NOTE=""
+if has_item "$JOBS" t; then
+  # shellcheck source=bench/smallfiles.sh
+  . "$HERE/smallfiles.sh"
+  SF_TARGETS=()
+  for target in "${UP[@]}"; do
+    case "$target" in
+      ringfs-uring-floor)
+        sf_skip "$target" tar "small files not run on the floor target: --floor discards file data" ;;
+      ringfs-uring-tls)
+        sf_skip "$target" tar "small files not run on the TLS target (keeps the run bounded; TLS costs show in the fio jobs)" ;;
+      *) SF_TARGETS+=("$target") ;;
+    esac
+  done
+  [ ${#SF_TARGETS[@]} -gt 0 ] && run_smallfiles "${SF_TARGETS[@]}"
+fi
+
+for target in "${UP[@]}"; do
+  [ "$target" = native ] && continue
+  unmount_one "${MNT[$target]}"
+  case "$target" in
+    ringfs-*) record "$target" transport "" info "" ok 0 0 "0 0" "0 0" "$(stats_note "$OUT/stats-$target.txt")" ;;
+  esac
+done
+
 # ---------------------------------------------------------------------------------------------
 # Report.
 "$PY" - "$OUT/machine.json" "$ROOT" "$QUICK" "$RUNTIME" "$SCALE_RUNTIME" "$FILE_MB" \
-    "$JOBS" "$TARGETS" "$G_COUNT" "${PLOTS_NOTE}" "$EXPORT_FS_NOTE" <<'EOF'
+    "$JOBS" "$TARGETS" "$G_COUNT" "${PLOTS_NOTE}" "$EXPORT_FS_NOTE" "$FIO_ROUNDS" "$T_ROUNDS" \
+    "$SF_NOTE" <<'EOF'
 import json, os, platform, subprocess, sys, time
 (out, root, quick, runtime, scale_runtime, file_mb, jobs, targets, g_count, plots_note,
- export_fs) = sys.argv[1:]
+ export_fs, fio_rounds, t_rounds, sf_note) = sys.argv[1:]
 def sh(*cmd):
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.strip()
@@ -637,6 +716,7 @@ json.dump({
     "quick": quick == "1", "runtime_s": int(runtime), "scale_runtime_s": int(scale_runtime),
     "file_mib": int(file_mb), "jobs": jobs, "targets": targets, "g_count": int(g_count),
     "plots_note": plots_note, "export_fs": export_fs,
+    "fio_rounds": int(fio_rounds), "t_rounds": int(t_rounds), "smallfiles": sf_note,
 }, open(out, "w"), indent=1)
 EOF
 "$PY" "$HERE/report.py" "$OUT" || die "report failed"
