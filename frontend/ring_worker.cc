@@ -59,6 +59,7 @@ absl::Status RingWorker::Start(std::shared_ptr<const EngineState> state,
     ring_initialized_ = false;
   }
   state_ = std::move(state);
+  sched_idle_ = false;  // a fresh thread starts SCHED_OTHER
   return StartWorkerThread(
       &thread_, [this, qids = std::move(register_qids)] { return Setup(qids); },
       [this] { Loop(); });
@@ -275,6 +276,11 @@ void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
   // A command left in the mailbox of an earlier thread of this worker may be older.
   if (state_ && state->epoch < state_->epoch) return;
   state_ = std::move(state);
+  const bool idle = state_->config.worker_priority == queue::WorkerPriority::kIdle;
+  if (idle != sched_idle_) {
+    SetCurrentThreadIdle(idle);
+    sched_idle_ = idle;
+  }
   uint32_t limit = state_->background_limit[index_];
   if (limit != limiter_.limit()) {
     (void)limiter_.SetLimit(limit);  // validated by the engine

@@ -91,6 +91,7 @@ class RingWorker : public ReplySink {
   std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   queue::BackgroundLimiter limiter_;
   std::shared_ptr<const EngineState> state_;
+  bool sched_idle_ = false;  // the thread runs SCHED_IDLE (queue::WorkerPriority)
   bool active_ = false;
   bool allow_exit_ = false;
   bool stopping_ = false;

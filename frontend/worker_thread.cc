@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <cerrno>
+#include <cstring>
 #include <future>
 
 #include "common/log.h"
@@ -30,6 +32,15 @@ void PinCurrentThread(int cpu) {
   CPU_SET(cpu, &set);
   if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); err != 0) {
     RINGFS_LOG_WARN("cannot pin worker to CPU %d (error %d); it runs unpinned", cpu, err);
+  }
+}
+
+void SetCurrentThreadIdle(bool idle) {
+  sched_param param{};
+  // 0: the calling thread (Linux schedules threads, not processes).
+  if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0) {
+    RINGFS_LOG_WARN("cannot make the worker thread %s: %s", idle ? "SCHED_IDLE" : "SCHED_OTHER",
+                    std::strerror(errno));
   }
 }
 

@@ -17,4 +17,8 @@ absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()
 // Pins the calling thread; failure (CPU offline) is logged and ignored.
 void PinCurrentThread(int cpu);
 
+// Makes the calling thread SCHED_IDLE (`idle`) or SCHED_OTHER; failure is logged and ignored.
+// See queue::WorkerPriority for why ring workers are idle.
+void SetCurrentThreadIdle(bool idle);
+
 }  // namespace ringfs::frontend

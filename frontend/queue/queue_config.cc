@@ -11,8 +11,8 @@
 namespace ringfs::frontend::queue {
 namespace {
 
-constexpr std::string_view kQueueOptionKeys[] = {"active",    "bg_limit", "fg_policy",
-                                                 "bg_policy", "commit",   "thresholds"};
+constexpr std::string_view kQueueOptionKeys[] = {"active", "bg_limit",   "fg_policy",   "bg_policy",
+                                                 "commit", "thresholds", "worker_sched"};
 
 absl::string_view AbslView(std::string_view text) { return {text.data(), text.size()}; }
 
@@ -62,9 +62,18 @@ absl::Status ApplyQueueOption(std::string_view key, std::string_view value, Queu
     absl::StatusOr<Thresholds> thresholds = ParseThresholds(value, config->thresholds);
     if (!thresholds.ok()) return thresholds.status();
     config->thresholds = *thresholds;
+  } else if (key == "worker_sched") {
+    if (value == "idle") {
+      config->worker_priority = WorkerPriority::kIdle;
+    } else if (value == "normal") {
+      config->worker_priority = WorkerPriority::kNormal;
+    } else {
+      return absl::InvalidArgumentError("worker_sched is idle or normal");
+    }
   } else {
     return absl::InvalidArgumentError(
-        "not a queue option (valid: active, bg_limit, fg_policy, bg_policy, commit, thresholds)");
+        "not a queue option (valid: active, bg_limit, fg_policy, bg_policy, commit, thresholds, "
+        "worker_sched)");
   }
   return absl::OkStatus();
 }
