@@ -143,6 +143,13 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          MetricType::Gauge, snapshot.held_nodes},
         {"ringfs_frontend_held_open_files", "Files and directories the kernel holds open",
          MetricType::Gauge, snapshot.held_open_files},
+        {"ringfs_frontend_invalidations_total",
+         "Cache invalidations from the server written into the kernel (another mount or the "
+         "server's filesystem changed a node this mount caches)",
+         MetricType::Counter, snapshot.invalidations_written},
+        {"ringfs_frontend_invalidations_not_cached_total",
+         "Invalidations from the server for nodes or names the kernel no longer cached",
+         MetricType::Counter, snapshot.invalidations_not_cached},
     };
     for (const auto& one : series) {
       MetricFamily family = Family(one.name, one.help, one.type);

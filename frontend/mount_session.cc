@@ -83,6 +83,11 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.held_nodes = ledger_->nodes();
     snapshot.held_open_files = ledger_->open_files();
   }
+  if (notifier_) {
+    KernelNotifier::Counters counters = notifier_->counters();
+    snapshot.invalidations_written = counters.written;
+    snapshot.invalidations_not_cached = counters.not_cached;
+  }
   return snapshot;
 }
 
@@ -340,11 +345,11 @@ void MountSession::WriteStats() const {
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\nreclaims=%u\nreclaim_refused=%u\n"
-      "held_nodes=%u\nheld_open_files=%u\n",
+      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
-      snapshot.held_open_files);
+      snapshot.held_open_files, snapshot.invalidations_written);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

@@ -82,6 +82,10 @@ struct StatsSnapshot {
   uint64_t reclaim_refused = 0;  // nodes and open files a new instance refused (ESTALE)
   uint64_t held_nodes = 0;
   uint64_t held_open_files = 0;
+  // Cache invalidations the server pushed (frontend/kernel_notifier.h): written into the
+  // kernel, or for nothing the kernel still cached.
+  uint64_t invalidations_written = 0;
+  uint64_t invalidations_not_cached = 0;
 
   // Every worker's counters added up, queues and others: counters, histograms and the in-flight
   // gauges; `state`, `background_limit` and `background_inflight_max` stay at their defaults.
