@@ -102,6 +102,11 @@ TEST(ParseQueueOptionTest, AppliesEveryKey) {
   ASSERT_TRUE(ParseQueueOption("bg_policy", "local", &config).ok());
   ASSERT_TRUE(ParseQueueOption("commit", "origin", &config).ok());
   ASSERT_TRUE(ParseQueueOption("thresholds", "1/5/9", &config).ok());
+  EXPECT_EQ(config.worker_priority, WorkerPriority::kIdle);  // the default
+  ASSERT_TRUE(ParseQueueOption("worker_sched", "normal", &config).ok());
+  EXPECT_EQ(config.worker_priority, WorkerPriority::kNormal);
+  ASSERT_TRUE(ParseQueueOption("worker_sched", "idle", &config).ok());
+  EXPECT_EQ(config.worker_priority, WorkerPriority::kIdle);
   EXPECT_THAT(config.active_cpus, ElementsAre(0, 1, 5));
   EXPECT_EQ(config.background_limit, 16u);
   EXPECT_TRUE(config.background_limit_by_cpu.empty());  // bg_limit is for all workers
@@ -154,13 +159,16 @@ TEST(ParseQueueOptionTest, ErrorMessagesNameTheOptionAndLeaveConfigAlone) {
             "queue option thresholds=0/3/4: thresholds must be at least 1 (got 0/3/4)");
   EXPECT_EQ(message("queues", "2"),
             "queue option queues=2: not a queue option (valid: active, bg_limit, fg_policy, "
-            "bg_policy, commit, thresholds)");
+            "bg_policy, commit, thresholds, worker_sched)");
+  EXPECT_EQ(message("worker_sched", "fifo"),
+            "queue option worker_sched=fifo: worker_sched is idle or normal");
   EXPECT_EQ(config.background_limit, 7u);
   EXPECT_EQ(config.thresholds.local, 2u);
 }
 
 TEST(ParseQueueOptionTest, KnowsItsKeys) {
-  for (const char* key : {"active", "bg_limit", "fg_policy", "bg_policy", "commit", "thresholds"}) {
+  for (const char* key :
+       {"active", "bg_limit", "fg_policy", "bg_policy", "commit", "thresholds", "worker_sched"}) {
     EXPECT_TRUE(IsQueueOptionKey(key)) << key;
   }
   EXPECT_FALSE(IsQueueOptionKey("allow_other"));

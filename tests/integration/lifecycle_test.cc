@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -17,8 +18,11 @@
 #include <iostream>
 #include <cctype>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -55,6 +59,48 @@ TEST_P(LifecycleTest, SigtermWhileIdleUnmountsAndExitsZero) {
   EXPECT_EQ(RINGFS_ERRNO(::access(Mnt("f").c_str(), F_OK)), ENOENT);
   EXPECT_EQ(ReadFile(Exp("f")), "x");
   EXPECT_TRUE(env_->StopServer());
+}
+
+// The scheduling policy (field 41 of /proc/PID/task/TID/stat) of each thread of `pid`.
+std::vector<int> ThreadPolicies(pid_t pid) {
+  std::vector<int> out;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* entry = ::readdir(d)) {
+      if (entry->d_name[0] == '.') continue;
+      std::ifstream in(dir + "/" + entry->d_name + "/stat");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // The command name may hold spaces: count fields after its closing parenthesis.
+      std::istringstream fields(text.substr(text.rfind(')') + 2));
+      std::string field;
+      for (int i = 3; i <= 41 && fields >> field; ++i) {
+        if (i == 41) out.push_back(std::stoi(field));
+      }
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+// Ring workers run SCHED_IDLE (queue::WorkerPriority: the kernel then wakes callers on their
+// own CPU); worker_sched=normal keeps every thread SCHED_OTHER. Classic workers never change.
+TEST_P(LifecycleTest, RingWorkersRunSchedIdleUnlessAskedNot) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);  // every worker has started
+  std::vector<int> policies = ThreadPolicies(env_->mount_process()->pid());
+  const auto idle = std::count(policies.begin(), policies.end(), SCHED_IDLE);
+  if (GetParam() == "classic") {
+    EXPECT_EQ(idle, 0);
+    return;
+  }
+  EXPECT_GE(idle, 1) << "one per ring worker";
+  ASSERT_TRUE(env_->Unmount());
+  MountOptions normal = Options();
+  normal.extra.push_back("worker_sched=normal");
+  ASSERT_TRUE(env_->Mount(normal));
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_EQ(WriteFile(Mnt("g"), "x"), 0);
+  policies = ThreadPolicies(env_->mount_process()->pid());
+  EXPECT_EQ(std::count(policies.begin(), policies.end(), SCHED_IDLE), 0);
 }
 
 TEST_P(LifecycleTest, SigintUnmountsAndExitsZero) {
