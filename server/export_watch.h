@@ -9,7 +9,13 @@
 // skipped: client requests already publish their own changes. Each handle is resolved to
 // (st_dev, st_ino) with open_by_handle_at + fstat, the key node tables use.
 // The mark covers the whole filesystem, so a busy filesystem around a small export costs one
-// handle resolution per event (two syscalls); --no-export-watch turns the watch off.
+// handle resolution per event (two syscalls).
+// Off by default (--export-watch turns it on), because of a race not understood yet: with the
+// watch on, it_squash's supplementary-group test failed in about 1 run of 4 with a transient
+// EACCES decided by the client kernel (no request was refused by the server) when a non-root
+// caller walked into a directory just created on the export. Publishing only the watch's node
+// events (no entry events) did not fail in 12 runs; entry events alone still did. Until that is
+// explained, the watch stays opt-in.
 // One thread of its own (blocking reads; it owns no io_uring). Start once, Stop once.
 #pragma once
 

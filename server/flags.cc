@@ -87,9 +87,10 @@ std::string_view Usage() {
          "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n"
          "  --no-manage-gids a caller's groups are only the gid of its request, not the\n"
          "                   supplementary groups this server's user database gives its uid\n"
-         "  --no-export-watch do not watch the export's filesystem (fanotify) for changes made\n"
-         "                   on the server directly; clients then see them when their caches\n"
-         "                   expire (60 s by default)\n";
+         "  --export-watch   watch the export's filesystem (fanotify, needs CAP_SYS_ADMIN) and\n"
+         "                   push changes made on the server directly to the clients\n"
+         "                   (experimental, off by default: without it clients see such\n"
+         "                   changes when their caches expire, 60 s by default)\n";
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
@@ -121,8 +122,8 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       config.manage_gids = false;
       continue;
     }
-    if (arg == "--no-export-watch") {
-      config.export_watch = false;
+    if (arg == "--export-watch") {
+      config.export_watch = true;
       continue;
     }
     if (eq != std::string::npos) {

@@ -86,7 +86,9 @@ class CoherenceTest : public RingfsTestBase,
   void SetUp() override {
     RingfsTestBase::SetUp();
     ASSERT_TRUE(NewEnv());
-    ASSERT_TRUE(env_->StartServer());
+    ServerOptions server;
+    server.extra_args = {"--export-watch"};  // ChangesMadeOnTheExportDirectlyAreSeen
+    ASSERT_TRUE(env_->StartServer(server));
     MountOptions a;
     a.transport = GetParam().first;
     ASSERT_TRUE(env_->Mount(a));
