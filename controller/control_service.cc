@@ -110,6 +110,8 @@ control::QueueState ReadQueueState(const queue::Topology& topology,
     q->set_failures(s.TotalFailures());
     q->set_interrupted(s.interrupted);
     q->set_reconnects(s.reconnects);
+    q->set_ring_entries(qs.ring_entries);
+    q->set_ring_memory_bytes(qs.ring_memory_bytes);
   }
   return state;
 }
@@ -292,6 +294,8 @@ grpc::Status ControlService::GetMountInfo(grpc::ServerContext* context,
     reply->set_uptime_seconds(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - d.started).count());
     reply->set_queue_depth(d.queue_depth);
+    reply->set_initial_depth(d.initial_depth);
+    reply->set_ring_queues(d.ring_queues);
     reply->set_client_id(d.client_id);
     return absl::OkStatus();
   });

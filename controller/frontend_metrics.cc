@@ -184,6 +184,24 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     MetricFamily active =
         Family("ringfs_frontend_queue_active", "1 when this CPU's worker is in the active set",
                MetricType::Gauge);
+    MetricFamily ring_entries =
+        Family("ringfs_frontend_ring_entries",
+               "Ring entries registered for this kernel queue (it grows toward queue_depth while "
+               "its callers keep every entry busy)",
+               MetricType::Gauge);
+    MetricFamily ring_memory =
+        Family("ringfs_frontend_ring_memory_bytes",
+               "Resident memory of this queue's ring entries (header pages and the payload "
+               "pages they have touched)",
+               MetricType::Gauge);
+    MetricFamily ring_growth =
+        Family("ringfs_frontend_ring_entries_added_total",
+               "Entries this worker registered after the start because a queue ran out",
+               MetricType::Counter);
+    MetricFamily payload_trims =
+        Family("ringfs_frontend_ring_payload_trims_total",
+               "Large payloads whose pages this worker returned to the kernel",
+               MetricType::Counter);
     MetricFamily handoffs =
         Family("ringfs_frontend_handoffs_total",
                "Requests handed between workers (in: to this worker)", MetricType::Counter);
@@ -245,6 +263,10 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
         AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Value(s.handoffs_in));
         AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Value(s.handoffs_out));
+        AddSample(ring_entries, {{"queue", queue}}, q.ring_entries);
+        AddSample(ring_memory, {{"queue", queue}}, static_cast<double>(q.ring_memory_bytes));
+        AddSample(ring_growth, {{"queue", queue}}, Value(s.entries_added));
+        AddSample(payload_trims, {{"queue", queue}}, Value(s.payload_trims));
       }
       AddHistogram(rtt, {{"queue", queue}}, s.backend_rtt);
       AddSample(bytes, {{"queue", queue}, {"direction", "to_server"}}, Value(s.bytes_to_server));
@@ -271,7 +293,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
       families.push_back(std::move(*family));
     }
     if (queue_engine) {
-      for (MetricFamily* family : {&bg_inflight, &bg_queued, &bg_limit, &active, &handoffs}) {
+      for (MetricFamily* family : {&bg_inflight, &bg_queued, &bg_limit, &active, &handoffs,
+                                   &ring_entries, &ring_memory, &ring_growth, &payload_trims}) {
         families.push_back(std::move(*family));
       }
     }

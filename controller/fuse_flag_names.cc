@@ -64,6 +64,7 @@ constexpr FlagName kFlagNames[] = {
     FlagName{fuse::kInitAllowIdmap, "FUSE_ALLOW_IDMAP"},
     FlagName{fuse::kInitOverIoUring, "FUSE_OVER_IO_URING"},
     FlagName{fuse::kInitRequestTimeout, "FUSE_REQUEST_TIMEOUT"},
+    FlagName{fuse::kInitUringReducedQ, "FUSE_URING_REDUCED_Q"},
 };
 
 #undef RINGFS_FLAG

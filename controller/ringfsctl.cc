@@ -67,14 +67,23 @@ void PrintSettings(const control::QueueSettings& s) {
          limits.empty() ? "" : ", per CPU: ", absl::StrJoin(limits, " ").c_str());
 }
 
+// 20480 -> "20K", 3145728 -> "3.0M": resident memory in a narrow column.
+std::string BytesText(uint64_t bytes) {
+  if (bytes < 1024 * 1024) return absl::StrFormat("%uK", (bytes + 1023) / 1024);
+  return absl::StrFormat("%.1fM", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
 // `previous` (may be null) turns forwarded_total into a rate for watch.
 void PrintQueueTable(const control::QueueState& state, const control::QueueState* previous) {
   bool rates = previous != nullptr && previous->queues_size() == state.queues_size() &&
                state.timestamp_unix_ns() > previous->timestamp_unix_ns();
   double seconds = rates ? (state.timestamp_unix_ns() - previous->timestamp_unix_ns()) * 1e-9 : 0;
-  printf("%3s %5s %4s %-8s %7s %8s %7s %7s %9s %10s %10s %9s %9s %8s %8s %6s%s\n", "QID", "OWNER",
-         "NODE", "WORKER", "ENTRIES", "INFLIGHT", "BG_INFL", "BG_WAIT", "BG_LIMIT", "RECEIVED",
-         "FORWARDED", "FG", "BG", "HAND_IN", "HAND_OUT", "FAILURES", rates ? "   FWD/S" : "");
+  // ENTRIES/RING_MEM: the queue's own entries (wherever held) and their resident memory; HELD:
+  // the entries the worker on this CPU holds now (of any queue).
+  printf("%3s %5s %4s %-8s %7s %8s %5s %8s %7s %7s %9s %10s %10s %9s %9s %8s %8s %6s%s\n",
+         "QID", "OWNER", "NODE", "WORKER", "ENTRIES", "RING_MEM", "HELD", "INFLIGHT", "BG_INFL",
+         "BG_WAIT", "BG_LIMIT", "RECEIVED", "FORWARDED", "FG", "BG", "HAND_IN", "HAND_OUT",
+         "FAILURES", rates ? "   FWD/S" : "");
   for (int i = 0; i < state.queues_size(); ++i) {
     const control::QueueInfo& q = state.queues(i);
     std::string rate;
@@ -86,8 +95,9 @@ void PrintQueueTable(const control::QueueState& state, const control::QueueState
                                  : 0.0);
     }
     std::string worker = absl::StrCat(q.active() ? "*" : " ", q.worker_state());
-    printf("%3u %5u %4u %-8s %7u %8lu %7lu %7lu %9s %10lu %10lu %9lu %9lu %8lu %8lu %6lu%s\n",
-           q.qid(), q.owner_cpu(), q.numa_node(), worker.c_str(), q.entries_held(), q.inflight(),
+    printf("%3u %5u %4u %-8s %7u %8s %5u %8lu %7lu %7lu %9s %10lu %10lu %9lu %9lu %8lu %8lu %6lu%s\n",
+           q.qid(), q.owner_cpu(), q.numa_node(), worker.c_str(), q.ring_entries(),
+           BytesText(q.ring_memory_bytes()).c_str(), q.entries_held(), q.inflight(),
            q.background_inflight(), q.background_queued(), LimitText(q.background_limit()).c_str(),
            q.received_total(), q.forwarded_total(), q.forwarded_foreground(),
            q.forwarded_background(), q.handoffs_in(), q.handoffs_out(), q.failures(), rate.c_str());
@@ -112,6 +122,13 @@ void PrintInfo(const control::MountInfo& m) {
   printf("server:       %s\n", m.server().c_str());
   printf("transport:    %s\n", m.transport().c_str());
   printf("FUSE:         %u.%u, queue depth %u\n", m.fuse_major(), m.fuse_minor(), m.queue_depth());
+  if (!m.ring_queues().empty()) {
+    printf("ring queues:  %s, each starting with %u entries (growing to %u while busy)\n",
+           m.ring_queues() == "reduced"
+               ? "reduced to the active set (kernel FUSE_URING_REDUCED_Q)"
+               : "one per possible CPU (the kernel needs them all)",
+           m.initial_depth(), m.queue_depth());
+  }
   printf("flags:        0x%lx %s\n", m.fuse_flags(),
          absl::StrJoin(m.fuse_flag_names(), " ").c_str());
   printf("uptime:       %.1f s\n", m.uptime_seconds());

@@ -41,8 +41,10 @@ absl::Status DevFuseWorker::Setup() {
   }
   ring_initialized_ = true;
   buffers_bytes_ = config_.buffer_bytes * config_.slots;
+  // Not populated: a slot's pages become resident as requests fill them (FORGETs and small
+  // requests touch one page), not 1 MiB per slot at the start.
   void* memory = mmap(nullptr, buffers_bytes_, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return ErrnoError(errno, "mmap /dev/fuse buffers");
   buffers_ = static_cast<char*>(memory);
   BackendConfig backend = config_.backend;

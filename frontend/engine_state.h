@@ -65,12 +65,24 @@ class HandoffDirectory {
   std::unique_ptr<Slot[]> slots_;
 };
 
+// The ring entries of one kernel queue (qid). Entries move between workers, so these are shared:
+// every worker that submits or reaps an entry of the queue updates them (relaxed is enough: they
+// steer growth, they guard nothing).
+struct QueueEntries {
+  std::atomic<uint32_t> registered{0};  // entries created for the queue; never fewer (no UNREGISTER)
+  std::atomic<int32_t> in_kernel{0};    // submitted (REGISTER, COMMIT_AND_FETCH), not yet back
+  // A request took the queue's last entry waiting in the kernel: its callers may be waiting for
+  // one. The next active worker to see it adds an entry, up to the queue depth.
+  std::atomic<bool> exhausted{false};
+};
+
 struct EngineShared {
   EngineShared(const queue::Topology& topology, size_t entry_capacity, size_t payload_bytes)
       : topology(topology),
         registry(entry_capacity, payload_bytes),
         handoffs(topology.size()),
-        inflight(new std::atomic<uint32_t>[topology.size()]) {
+        inflight(new std::atomic<uint32_t>[topology.size()]),
+        entries(new QueueEntries[topology.size()]) {
     for (size_t i = 0; i < topology.size(); ++i) inflight[i].store(0);
   }
 
@@ -81,6 +93,8 @@ struct EngineShared {
   HandoffDirectory handoffs;
   // Requests each worker has at the server (the seed patches' nr_reqs), read by placement.
   std::unique_ptr<std::atomic<uint32_t>[]> inflight;
+  // Indexed like Topology::cpus().
+  std::unique_ptr<QueueEntries[]> entries;
 };
 
 }  // namespace ringfs::frontend

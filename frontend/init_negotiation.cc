@@ -11,7 +11,8 @@ constexpr uint32_t kOldestMinor = 36;
 }  // namespace
 
 absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
-                                           bool writeback_cache, bool uring_module_enabled) {
+                                           bool writeback_cache, bool uring_module_enabled,
+                                           bool reduced_queues) {
   if (in.major != fuse::kKernelMajor) {
     return absl::FailedPreconditionError(
         absl::StrFormat("kernel speaks FUSE %u.%u; ringfs needs 7.x", in.major, in.minor));
@@ -40,6 +41,7 @@ absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport tra
     if (ring_offered) {
       wanted |= fuse::kInitOverIoUring;
       decision.use_ring = true;
+      if (reduced_queues) wanted |= fuse::kInitUringReducedQ;
     } else {
       decision.ring_unavailable_reason =
           uring_module_enabled
@@ -54,6 +56,7 @@ absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport tra
 
   uint64_t agreed = offered & wanted;
   decision.agreed_flags = agreed;
+  decision.reduced_queues = (agreed & fuse::kInitUringReducedQ) != 0;
   fuse::InitOut& out = decision.reply;
   out.major = fuse::kKernelMajor;
   out.minor = decision.minor;

@@ -23,11 +23,15 @@ struct InitDecision {
   uint32_t minor = 0;
   uint64_t kernel_flags = 0;  // all 64 bits the kernel offered
   uint64_t agreed_flags = 0;  // all 64 bits we answered with
+  // The ring needs only the queues we register (FUSE_URING_REDUCED_Q agreed).
+  bool reduced_queues = false;
 };
 
 // Fails when the kernel's protocol is too old for the structures ringfs uses, or when
 // transport=uring was asked for and the kernel does not offer the ring.
+// `reduced_queues`: agree to FUSE_URING_REDUCED_Q when the kernel offers it with the ring.
 absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
-                                           bool writeback_cache, bool uring_module_enabled);
+                                           bool writeback_cache, bool uring_module_enabled,
+                                           bool reduced_queues = true);
 
 }  // namespace ringfs::frontend

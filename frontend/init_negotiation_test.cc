@@ -34,6 +34,27 @@ TEST(InitNegotiationTest, UsesTheRingWhenOffered) {
   EXPECT_FALSE(decision->reply.flags & FUSE_POSIX_LOCKS);
 }
 
+// Issue 14: with FUSE_URING_REDUCED_Q offered (only out-of-tree kernels so far) the mount
+// registers the active set's queues only; without it, or with ring_queues=all, every queue.
+TEST(InitNegotiationTest, ReducedQueuesWhenTheKernelOffersThem) {
+  fuse_init_in in = KernelInit(true);
+  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true)->reduced_queues)
+      << "mainline 6.18 does not offer it";
+  in.flags2 |= static_cast<uint32_t>(fuse::kInitUringReducedQ >> 32);
+  auto reduced = NegotiateInit(in, Transport::kAuto, false, true);
+  ASSERT_TRUE(reduced.ok());
+  EXPECT_TRUE(reduced->reduced_queues);
+  EXPECT_TRUE(reduced->agreed_flags & fuse::kInitUringReducedQ);
+  auto all = NegotiateInit(in, Transport::kAuto, false, true, /*reduced_queues=*/false);
+  ASSERT_TRUE(all.ok());
+  EXPECT_FALSE(all->reduced_queues);
+  EXPECT_FALSE(all->agreed_flags & fuse::kInitUringReducedQ) << "the bit is not claimed";
+  auto classic = NegotiateInit(in, Transport::kClassic, false, true);
+  ASSERT_TRUE(classic.ok());
+  EXPECT_FALSE(classic->reduced_queues);
+  EXPECT_FALSE(classic->agreed_flags & fuse::kInitUringReducedQ);
+}
+
 TEST(InitNegotiationTest, WritebackCacheIsAnOption) {
   auto decision = NegotiateInit(KernelInit(true), Transport::kAuto, true, true);
   ASSERT_TRUE(decision.ok());

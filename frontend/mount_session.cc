@@ -64,7 +64,13 @@ StatsSnapshot MountSession::Snapshot() const {
   if (engine_) {
     std::vector<const WorkerStats*> queues;
     for (size_t i = 0; i < engine_->topology().size(); ++i) queues.push_back(&engine_->stats(i));
-    return WithMountCounters(SnapshotQueueEngine(engine_->topology(), queues, devfuse));
+    StatsSnapshot snapshot = SnapshotQueueEngine(engine_->topology(), queues, devfuse);
+    std::vector<uint64_t> resident = engine_->ResidentBytesByQueue();
+    for (size_t i = 0; i < snapshot.queues.size(); ++i) {
+      snapshot.queues[i].ring_entries = engine_->EntriesOf(i);
+      snapshot.queues[i].ring_memory_bytes = resident[i];
+    }
+    return WithMountCounters(std::move(snapshot));
   }
   // stats_[i] belongs to devfuse_workers_[i] (StartWorkers adds them in pairs).
   std::vector<std::pair<int, const WorkerStats*>> classic;
@@ -195,7 +201,8 @@ absl::Status MountSession::Negotiate() {
   std::memcpy(&init, buffer.data() + sizeof(in),
               std::min(sizeof(init), static_cast<size_t>(n) - sizeof(in)));
   absl::StatusOr<InitDecision> decision = NegotiateInit(
-      init, options_.transport, options_.writeback_cache, UringModuleParameterEnabled());
+      init, options_.transport, options_.writeback_cache, UringModuleParameterEnabled(),
+      options_.reduced_queues);
   struct {
     fuse_out_header header;
     fuse::InitOut body;
@@ -260,8 +267,22 @@ absl::Status MountSession::StartWorkers() {
   for (const auto& [key, value] : options_.queue_options) {
     RETURN_IF_ERROR(queue::ParseQueueOption(key, value, &config));
   }
+  // Without reduced queues the kernel uses the ring only once every possible CPU's queue has an
+  // entry; those entries cost memory on CPUs that may never call (ring_memory.h).
+  RINGFS_LOG_INFO("ring queues: %s",
+                  init_.reduced_queues
+                      ? "reduced to the active set (the kernel offers FUSE_URING_REDUCED_Q)"
+                      : absl::StrFormat("one per possible CPU (%u; the kernel %s)",
+                                        topology.size(),
+                                        (init_.kernel_flags & fuse::kInitUringReducedQ) != 0
+                                            ? "offers FUSE_URING_REDUCED_Q, ring_queues=all"
+                                            : "does not offer FUSE_URING_REDUCED_Q"));
+  QueueEngine::Entries entries{.depth = options_.queue_depth,
+                               .initial_depth = options_.initial_depth,
+                               .payload_bytes = kRingPayloadBytes,
+                               .reduced_queues = init_.reduced_queues};
   engine_ = std::make_unique<QueueEngine>(
-      std::move(topology), fuse_fd_.get(), options_.queue_depth, kRingPayloadBytes,
+      std::move(topology), fuse_fd_.get(), entries,
       [this](uint32_t queue) { return MakeBackendConfig(queue, options_.queue_depth); });
   return engine_->Start(config);
 }
@@ -279,8 +300,11 @@ absl::Status MountSession::ProbeMount() {
   }).detach();
   if (result.wait_for(kProbeTimeout) != std::future_status::ready) {
     return absl::DeadlineExceededError(absl::StrFormat(
-        "the mount did not answer within %d s (ring queues not ready?)",
-        static_cast<int>(kProbeTimeout.count())));
+        "the mount did not answer within %d s (ring queues not ready?%s)",
+        static_cast<int>(kProbeTimeout.count()),
+        init_.reduced_queues ? " bit 43 was taken as FUSE_URING_REDUCED_Q; if this kernel "
+                               "means another feature by it, mount with ring_queues=all"
+                             : ""));
   }
   if (int err = result.get(); err != 0) return ErrnoError(err, "statfs on the new mount");
   return absl::OkStatus();
@@ -371,7 +395,12 @@ void MountSession::WriteStats() const {
       line("handoffs_in", w.handoffs_in);
       line("handoffs_out", w.handoffs_out);
       line("entries_held", w.entries_held);
+      line("entries_added", w.entries_added);
+      line("payload_trims", w.payload_trims);
       line("ring_requests", w.ring_requests);
+      // Of the queue (qid = this CPU), wherever its entries are held.
+      line("ring_entries", q.ring_entries);
+      line("ring_memory_bytes", q.ring_memory_bytes);
     }
   }
   std::string temporary = options_.stats_file + ".tmp";
@@ -393,6 +422,10 @@ MountDescription MountSession::description() const {
   d.fuse_minor = init_.minor;
   d.fuse_flags = init_.agreed_flags;
   d.queue_depth = options_.queue_depth;
+  d.initial_depth = init_.use_ring ? options_.initial_depth : options_.queue_depth;
+  d.ring_queues = !init_.use_ring          ? ""
+                  : init_.reduced_queues   ? "reduced"
+                                           : "all-possible";
   d.started = started_;
   return d;
 }

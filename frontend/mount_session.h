@@ -32,6 +32,10 @@ struct MountDescription {
   uint32_t fuse_minor = 0;
   uint64_t fuse_flags = 0;
   uint32_t queue_depth = 0;
+  uint32_t initial_depth = 0;
+  // Ring transport: "all-possible" (an entry on every possible CPU's queue, as the kernel needs)
+  // or "reduced" (FUSE_URING_REDUCED_Q: the active set's queues only); "" with classic.
+  std::string ring_queues;
   std::chrono::steady_clock::time_point started;
 };
 

@@ -61,6 +61,21 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
           absl::StrFormat("queue_depth=%s: expected 1..128", value));
     }
     out->queue_depth = depth;
+  } else if (key == "initial_depth") {
+    uint32_t depth = 0;
+    if (!absl::SimpleAtoi(value, &depth) || depth < 1 || depth > 128) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("initial_depth=%s: expected 1..queue_depth", value));
+    }
+    out->initial_depth = depth;
+    out->initial_depth_given = true;
+  } else if (key == "ring_queues") {
+    if (value == "auto") out->reduced_queues = true;
+    else if (value == "all") out->reduced_queues = false;
+    else {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("ring_queues=%s: expected auto or all", value));
+    }
   } else if (key == "token_file") {
     if (auto s = need_value(); !s.ok()) return s;
     out->token_file = value;
@@ -193,6 +208,10 @@ std::string Usage() {
   return "usage: ringfs-mount HOST:PORT:/ MOUNTPOINT [-f] [-o OPTION[,OPTION...]]\n"
          "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
+         "         initial_depth=N (ring entries a queue starts with, default 1; it grows\n"
+         "         to queue_depth while its callers keep every entry busy)\n"
+         "         ring_queues=auto|all (auto: only the active set's queues when the kernel\n"
+         "         offers FUSE_URING_REDUCED_Q)\n"
          "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  ro\n"
          "         client_name=NAME (default: the host name; the server's clients file lists\n"
          "         it with the secret in token_file=, proven by challenge-response, never sent)\n"
@@ -246,6 +265,13 @@ absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& ar
   }
   if (out.tls_cert.empty() != out.tls_key.empty()) {
     return absl::InvalidArgumentError("tls_cert= and tls_key= go together");
+  }
+  if (out.initial_depth > out.queue_depth) {
+    if (out.initial_depth_given) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "initial_depth=%u is above queue_depth=%u", out.initial_depth, out.queue_depth));
+    }
+    out.initial_depth = out.queue_depth;
   }
   if (out.hard && out.timeout_given) {
     return absl::InvalidArgumentError(

@@ -38,7 +38,14 @@ struct MountOptions {
   bool fake = false;  // mount(8) -f: parse and check, mount nothing
   bool read_only = false;
   Transport transport = Transport::kAuto;
-  uint32_t queue_depth = 16;
+  uint32_t queue_depth = 16;  // most ring entries (or /dev/fuse slots) per queue
+  // Ring entries each queue starts with; a queue grows toward queue_depth while its callers keep
+  // all its entries busy (frontend/ring_worker.h MaybeGrow). initial_depth=queue_depth: fixed.
+  uint32_t initial_depth = 1;
+  bool initial_depth_given = false;
+  // ring_queues=all: register every possible CPU's queue even when the kernel offers reduced
+  // queues (FUSE_URING_REDUCED_Q); auto (default): use them when offered.
+  bool reduced_queues = true;
   // The secret proven to the server (never sent; frontend/client_auth.h), and the name it is
   // listed under in the server's clients file (default: the host name).
   std::string token_file;

@@ -43,6 +43,23 @@ TEST(OptionsTest, MountHelperConvention) {
   EXPECT_TRUE(parsed->read_only);
 }
 
+TEST(OptionsTest, RingQueueSizing) {
+  auto defaults = ParseCommandLine({"host:1:/", "/mnt"}, false);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->queue_depth, 16u);
+  EXPECT_EQ(defaults->initial_depth, 1u) << "queues start small and grow";
+  EXPECT_TRUE(defaults->reduced_queues);
+  auto fixed = ParseCommandLine(
+      {"host:1:/", "/mnt", "-o", "queue_depth=8,initial_depth=8,ring_queues=all"}, false);
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->initial_depth, 8u);
+  EXPECT_FALSE(fixed->reduced_queues);
+  EXPECT_FALSE(
+      ParseCommandLine({"host:1:/", "/mnt", "-o", "queue_depth=4,initial_depth=5"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "initial_depth=0"}, false).ok());
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "ring_queues=some"}, false).ok());
+}
+
 TEST(OptionsTest, RejectsBadInput) {
   EXPECT_FALSE(ParseCommandLine({"host:1:/"}, false).ok());
   EXPECT_FALSE(ParseCommandLine({"host-without-port", "/mnt"}, false).ok());

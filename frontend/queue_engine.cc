@@ -13,18 +13,18 @@ namespace {
 // Workers apply a change between two batches of completions; this only bounds a wedged one.
 constexpr auto kApplyTimeout = std::chrono::seconds(10);
 
-// Every entry the mount can ever have: entries are created only at Start() (depth per qid) and
-// then move between workers, so this never grows.
+// Every entry the mount can ever have: queues start with fewer and grow up to depth entries each
+// (RingWorker::MaybeGrow); the registry's slots are fixed, the entries' memory is not.
 size_t EntryCapacity(const queue::Topology& topology, uint32_t depth) {
   return topology.size() * depth;
 }
 
 }  // namespace
 
-QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, uint32_t depth,
-                         size_t payload_bytes, BackendFactory backend_factory)
-    : shared_(topology, EntryCapacity(topology, depth), payload_bytes),
-      depth_(depth),
+QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
+                         BackendFactory backend_factory)
+    : shared_(topology, EntryCapacity(topology, entries.depth), entries.payload_bytes),
+      entries_(entries),
       backend_factory_(std::move(backend_factory)) {
   shared_.fuse_fd = fuse_fd;
   for (size_t i = 0; i < shared_.topology.size(); ++i) {
@@ -32,7 +32,8 @@ QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, uint32_t depth,
     stats_.push_back(std::make_unique<WorkerStats>(shared_.topology.size()));
     workers_.push_back(std::make_unique<RingWorker>(static_cast<int>(i), &shared_,
                                                     stats_.back().get(),
-                                                    backend_factory_(cpu), depth_));
+                                                    backend_factory_(cpu), entries_.depth,
+                                                    entries_.initial_depth));
   }
 }
 
@@ -46,6 +47,15 @@ absl::Status QueueEngine::Start(const queue::QueueConfig& config) {
 absl::Status QueueEngine::Apply(const queue::QueueConfig& config) {
   absl::MutexLock lock(&apply_mu_);
   return ApplyLocked(config, /*initial=*/false);
+}
+
+std::vector<uint64_t> QueueEngine::ResidentBytesByQueue() const {
+  std::vector<uint64_t> bytes(shared_.topology.size(), 0);
+  shared_.registry.ForEach([&](const RingEntry& entry) {
+    int index = shared_.topology.IndexOf(entry.qid);
+    if (index >= 0) bytes[index] += entry.resident_bytes.load(std::memory_order_relaxed);
+  });
+  return bytes;
 }
 
 queue::QueueConfig QueueEngine::config() const {
@@ -77,11 +87,16 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
   if (state_) was_active = state_->active;
 
   // Workers joining the active set: start a thread where none runs. At the first start each
-  // owner also registers the entries of the queues it owns (the kernel needs every queue).
+  // owner also registers the entries of the queues it owns (the kernel needs every queue); with
+  // reduced queues a worker registers its own queue, the first time it joins.
   for (size_t i = 0; i < topology.size(); ++i) {
     if (!state->active[i] || workers_[i]->running()) continue;
     std::vector<uint16_t> qids;
-    if (initial) {
+    if (entries_.reduced_queues) {
+      if (shared_.entries[i].registered.load() == 0) {
+        qids.push_back(static_cast<uint16_t>(topology.cpus()[i]));
+      }
+    } else if (initial) {
       for (size_t q = 0; q < topology.size(); ++q) {
         if (owners[q] == topology.cpus()[i]) qids.push_back(static_cast<uint16_t>(topology.cpus()[q]));
       }

@@ -25,12 +25,22 @@ class QueueEngine {
  public:
   using BackendFactory = std::function<BackendConfig(uint32_t queue)>;
 
-  QueueEngine(queue::Topology topology, int fuse_fd, uint32_t depth, size_t payload_bytes,
+  struct Entries {
+    uint32_t depth = 16;         // most entries a queue may have (mount option queue_depth)
+    uint32_t initial_depth = 1;  // entries each registered queue starts with (initial_depth)
+    size_t payload_bytes = 0;    // each entry's payload (the kernel's minimum for this mount)
+    // The kernel offered FUSE_URING_REDUCED_Q and we agreed: only the active set's queues get
+    // entries (a queue joins when its CPU joins the active set). Otherwise every possible CPU's.
+    bool reduced_queues = false;
+  };
+
+  QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
               BackendFactory backend_factory);
   ~QueueEngine();
 
-  // Registers `depth` entries for every qid on the worker that owns it under `config` and
-  // starts the active workers. REQUIRES: the INIT reply has been written.
+  // Registers `initial_depth` entries for every qid (every active one with reduced queues) on
+  // the worker that owns it under `config` and starts the active workers.
+  // REQUIRES: the INIT reply has been written.
   absl::Status Start(const queue::QueueConfig& config);
 
   // Validates `config` (InvalidArgument says what is wrong) and applies it on every worker.
@@ -41,6 +51,13 @@ class QueueEngine {
   // Counters of the worker for topology().cpus()[index]; valid for the engine's lifetime.
   const WorkerStats& stats(size_t index) const { return *stats_[index]; }
   bool worker_running(size_t index) const { return workers_[index]->running(); }
+  // The entries registered for the queue of topology().cpus()[index], and their resident memory
+  // (ring_memory.h accounting). Any thread.
+  uint32_t EntriesOf(size_t index) const {
+    return shared_.entries[index].registered.load(std::memory_order_relaxed);
+  }
+  std::vector<uint64_t> ResidentBytesByQueue() const;
+  bool reduced_queues() const { return entries_.reduced_queues; }
 
   // Ends every worker. REQUIRES: the FUSE connection has ended (a worker that still holds
   // registered entries must not exit while the mount is alive).
@@ -51,7 +68,7 @@ class QueueEngine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
 
   EngineShared shared_;
-  const uint32_t depth_;
+  const Entries entries_;
   BackendFactory backend_factory_;
   std::vector<std::unique_ptr<WorkerStats>> stats_;
   std::vector<std::unique_ptr<RingWorker>> workers_;

@@ -2,15 +2,13 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
 namespace ringfs::frontend {
-namespace {
-constexpr size_t kHeaderStride = 512;  // keeps each entry's header on its own cache lines
-}  // namespace
 
 EntryRegistry::EntryRegistry(size_t capacity, size_t payload_bytes)
     : capacity_(capacity),
@@ -25,14 +23,20 @@ EntryRegistry::~EntryRegistry() {
 }
 
 absl::StatusOr<RingEntry*> EntryRegistry::Create(uint16_t qid) {
-  size_t bytes = kHeaderStride + payload_bytes_;
+  size_t bytes = kRingHeaderBytes + payload_bytes_;
+  // Not MAP_POPULATE: a mount registers entries on every possible CPU's queue, and populating
+  // 1 MiB for each cost ~1 MiB of resident memory per entry whether it is ever used or not.
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return ErrnoError(errno, "mmap ring entry buffers");
+  const size_t head = std::min(kRingResidentHead, payload_bytes_);
+  PopulateWrite(memory, kRingHeaderBytes + head);
   auto entry = std::make_unique<RingEntry>();
   entry->qid = qid;
   entry->header = static_cast<fuse::UringReqHeader*>(memory);
-  entry->payload = static_cast<char*>(memory) + kHeaderStride;
+  entry->payload = static_cast<char*>(memory) + kRingHeaderBytes;
+  entry->payload_use.touched = head;
+  entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
   entry->iov[0] = {entry->header, sizeof(fuse::UringReqHeader)};
   entry->iov[1] = {entry->payload, payload_bytes_};
   RingEntry* raw = entry.get();

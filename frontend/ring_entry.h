@@ -3,6 +3,8 @@
 // worker holds it (receives it, takes it in a handoff, or commits it) is its only user at that
 // moment, so the mutable fields need no lock — handoffs over io_uring MSG_RING order the
 // accesses. The registry itself is append-only and safe to read from any thread.
+// Memory: each entry maps a header page and a payload of max_write, of which only the header and
+// a small head are resident until a request needs more (frontend/ring_memory.h).
 #pragma once
 
 #include <sys/uio.h>
@@ -16,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "frontend/kernel_request.h"
+#include "frontend/ring_memory.h"
 #include "proto/fuse_abi.h"
 
 namespace ringfs::frontend {
@@ -33,6 +36,12 @@ struct RingEntry {
   KernelRequest request;
   RequestState state;
   int origin_cpu = -1;  // the worker whose ring delivered the request
+  uint32_t request_payload = 0;  // payload bytes the kernel copied in with the request
+
+  // What the payload has touched (holder only), and its resident bytes by that accounting,
+  // published for the stats readers.
+  PayloadUse payload_use;
+  std::atomic<uint64_t> resident_bytes{0};
 };
 
 class EntryRegistry {
@@ -47,6 +56,15 @@ class EntryRegistry {
   // REQUIRES: the caller is the thread that will register it (first touch places the pages on
   // that thread's NUMA node).
   absl::StatusOr<RingEntry*> Create(uint16_t qid);
+
+  // Calls `fn(const RingEntry&)` for every entry created so far. Any thread.
+  template <typename Fn>
+  void ForEach(Fn&& fn) const {
+    const size_t count = size();
+    for (size_t id = 0; id < count; ++id) {
+      if (const RingEntry* entry = Get(static_cast<uint32_t>(id))) fn(*entry);
+    }
+  }
 
   // Any thread; nullptr for ids never created.
   RingEntry* Get(uint32_t id) const {

@@ -1,10 +1,13 @@
 #include "frontend/ring_worker.h"
 
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <ctime>
 
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
@@ -36,13 +39,14 @@ unsigned RoundUpToPowerOfTwo(size_t value) {
 }  // namespace
 
 RingWorker::RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats,
-                       BackendConfig backend, uint32_t depth)
+                       BackendConfig backend, uint32_t depth, uint32_t initial_depth)
     : index_(cpu_index),
       cpu_(shared->topology.cpus()[cpu_index]),
       shared_(shared),
       stats_(stats),
       backend_config_(std::move(backend)),
       depth_(depth),
+      initial_depth_(std::min(initial_depth, depth)),
       rng_(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(cpu_index)) {}
 
 RingWorker::~RingWorker() {
@@ -107,11 +111,9 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {
-    for (uint32_t i = 0; i < depth_; ++i) {
-      // Created here so the buffers' pages are first touched on this worker's CPU.
-      ASSIGN_OR_RETURN(RingEntry * entry, shared_->registry.Create(qid));
-      SubmitCmd(entry, fuse::kUringCmdRegister);
-      ++held_;
+    for (uint32_t i = 0; i < initial_depth_; ++i) {
+      shared_->entries[shared_->topology.IndexOf(qid)].registered.fetch_add(1);
+      RETURN_IF_ERROR(RegisterNewEntry(qid));
     }
   }
   ArmWake();
@@ -142,7 +144,45 @@ void RingWorker::ArmWake() {
   io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kWake, 0));
 }
 
+absl::Status RingWorker::RegisterNewEntry(uint16_t qid) {
+  // Created here so the buffers' pages are first touched on this worker's CPU.
+  ASSIGN_OR_RETURN(RingEntry * entry, shared_->registry.Create(qid));
+  SubmitCmd(entry, fuse::kUringCmdRegister);
+  ++held_;
+  return absl::OkStatus();
+}
+
+// A queue gets the entries its callers use: when a request took the queue's last entry waiting in
+// the kernel, one more is registered (the kernel accepts REGISTER at any time), up to the depth.
+// So a queue settles at its callers' concurrency plus one, and a CPU that never calls keeps the one
+// entry the kernel needs on every queue. Only active workers add: a retiring worker's ring must
+// empty. The new entry does not take requests already waiting in the kernel (those go to the next
+// committed entry) but serves the next one; nothing waits longer than it did without it.
+void RingWorker::MaybeGrow(uint16_t qid) {
+  if (!active_ || stopping_) return;
+  QueueEntries& queue = shared_->entries[shared_->topology.IndexOf(qid)];
+  if (!queue.exhausted.load(std::memory_order_relaxed) ||
+      !queue.exhausted.exchange(false, std::memory_order_relaxed)) {
+    return;
+  }
+  // Reserved before it exists, so that workers growing the same queue at once stay within depth.
+  uint32_t registered = queue.registered.load(std::memory_order_relaxed);
+  do {
+    if (registered >= depth_) return;
+  } while (!queue.registered.compare_exchange_weak(registered, registered + 1,
+                                                   std::memory_order_relaxed));
+  if (absl::Status added = RegisterNewEntry(qid); !added.ok()) {
+    queue.registered.fetch_sub(1, std::memory_order_relaxed);
+    RINGFS_LOG_WARN("worker %d: cannot add an entry to queue %u: %s", cpu_, qid,
+                    added.message());
+    return;
+  }
+  WorkerStats::Add(stats_->entries_added);
+}
+
 void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
+  shared_->entries[shared_->topology.IndexOf(entry->qid)].in_kernel.fetch_add(
+      1, std::memory_order_relaxed);
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_rw(IORING_OP_URING_CMD, sqe, shared_->fuse_fd, entry->iov, 2, 0);
   sqe->cmd_op = cmd;
@@ -306,7 +346,12 @@ void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
 }
 
 void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
+  const uint16_t qid = entry->qid;
+  QueueEntries& queue = shared_->entries[shared_->topology.IndexOf(qid)];
+  const int32_t left_in_kernel = queue.in_kernel.fetch_sub(1, std::memory_order_relaxed) - 1;
   if (res == 0) {
+    if (left_in_kernel <= 0) queue.exhausted.store(true, std::memory_order_relaxed);
+    entry->request_payload = entry->header->ring_ent_in_out.payload_sz;
     WorkerStats::Add(stats_->ring_requests);
     WorkerStats::Add(stats_->received_by_qid[shared_->topology.IndexOf(entry->qid)]);
     entry->origin_cpu = index_;
@@ -327,6 +372,7 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
                      0);
         break;
     }
+    MaybeGrow(qid);  // after the request is on its way: the new entry is for the next caller
     return;
   }
   if (res == -EAGAIN || res == -EINTR) {
@@ -452,7 +498,30 @@ void RingWorker::Commit(RingEntry* entry) {
   std::memcpy(&out, entry->header->in_out, sizeof(out));
   // The forwarder of whichever worker commits counts the answer.
   forwarder_->OnAnswered(entry->state, out.error);
+  TrimPayload(entry);
+  const uint16_t qid = entry->qid;
   SubmitCmd(entry, fuse::kUringCmdCommitAndFetch);  // the entry now lives on this ring
+  MaybeGrow(qid);  // the receiver may have been a retiring worker, which does not add
+}
+
+void RingWorker::TrimPayload(RingEntry* entry) {
+  // Between the kernel's request and our commit the entry is ours alone (ring_memory.h), and the
+  // reply the kernel is about to read lies below the head whenever something is trimmed.
+  size_t used = std::max<size_t>(entry->request_payload,
+                                 entry->header->ring_ent_in_out.payload_sz);
+  if (used <= kRingResidentHead && entry->payload_use.touched <= kRingResidentHead) return;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  std::optional<PayloadRange> trim = PlanPayloadTrim(
+      &entry->payload_use, used, int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec);
+  if (trim) {
+    if (madvise(entry->payload + trim->offset, trim->length, MADV_DONTNEED) == 0) {
+      WorkerStats::Add(stats_->payload_trims);
+    } else {
+      entry->payload_use.touched += trim->length;  // still resident
+    }
+  }
+  entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
 }
 
 void RingWorker::CommitAnswer(RingEntry* entry, const fuse_out_header& header,

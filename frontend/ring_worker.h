@@ -37,11 +37,13 @@ class RingWorker : public ReplySink {
     std::shared_ptr<std::promise<void>> done;
   };
 
+  // `depth`: most entries a queue may have; `initial_depth`: entries each queue this worker
+  // registers starts with (it grows while its callers keep all of them busy, MaybeGrow).
   RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats, BackendConfig backend,
-             uint32_t depth);
+             uint32_t depth, uint32_t initial_depth);
   ~RingWorker() override;
 
-  // Starts the thread; it registers `depth` new entries for each qid in `register_qids`.
+  // Starts the thread; it registers `initial_depth` new entries for each qid in `register_qids`.
   absl::Status Start(std::shared_ptr<const EngineState> state,
                      std::vector<uint16_t> register_qids);
   void Post(Command command);
@@ -69,6 +71,10 @@ class RingWorker : public ReplySink {
   void CommitAnswer(RingEntry* entry, const fuse_out_header& header, size_t body_size);
   void HandOff(RingEntry* entry, int target_index, HandoffKind kind);
   void SubmitCmd(RingEntry* entry, fuse::UringCmd cmd);
+  // Creates an entry for `qid` and registers it on this ring. REQUIRES: counted in `registered`.
+  absl::Status RegisterNewEntry(uint16_t qid);
+  void MaybeGrow(uint16_t qid);
+  void TrimPayload(RingEntry* entry);
   io_uring_sqe* NextSqe();
   bool MayExit() const;
   bool ReadyToExit();
@@ -81,6 +87,7 @@ class RingWorker : public ReplySink {
   WorkerStats* stats_;
   BackendConfig backend_config_;
   const uint32_t depth_;
+  const uint32_t initial_depth_;
 
   io_uring ring_{};
   bool ring_initialized_ = false;

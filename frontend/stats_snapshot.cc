@@ -43,6 +43,8 @@ void AddCounters(WorkerCounters& t, const WorkerCounters& w) {
   t.background_inflight += w.background_inflight;
   t.background_queued += w.background_queued;
   t.entries_held += w.entries_held;
+  t.entries_added += w.entries_added;
+  t.payload_trims += w.payload_trims;
   for (int c = 0; c < 2; ++c) {
     AddHistogram(t.request_duration[c], w.request_duration[c]);
     AddArray(t.forwarded_by_op[c], w.forwarded_by_op[c]);
@@ -95,6 +97,8 @@ WorkerCounters ReadWorkerCounters(const WorkerStats& s) {
   w.background_inflight_max = Load(s.background_inflight_max);
   w.background_limit = Load(s.background_limit);
   w.entries_held = Load(s.entries_held);
+  w.entries_added = Load(s.entries_added);
+  w.payload_trims = Load(s.payload_trims);
   for (int c = 0; c < 2; ++c) {
     w.request_duration[c] = ReadHistogram(s.request_duration[c]);
     for (size_t op = 0; op < WorkerStats::kOpcodes; ++op) {

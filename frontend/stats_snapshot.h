@@ -45,6 +45,8 @@ struct WorkerCounters {
   uint64_t background_inflight_max = 0;
   uint64_t background_limit = 0;  // BackgroundLimiter::kUnlimited or more: unlimited
   uint64_t entries_held = 0;
+  uint64_t entries_added = 0;
+  uint64_t payload_trims = 0;
 
   HistogramSnapshot request_duration[2];  // 0 foreground, 1 background
   HistogramSnapshot backend_rtt;
@@ -68,6 +70,10 @@ struct QueueSnapshot {
   // Requests the kernel put on this queue: with the ring transport, summed over every worker
   // whose ring they arrived on; with the classic transport, read from /dev/fuse by its worker.
   uint64_t received = 0;
+  // Ring transport: the entries registered for this queue and their resident memory by the
+  // entries' accounting (ring_memory.h), wherever those entries are held now.
+  uint32_t ring_entries = 0;
+  uint64_t ring_memory_bytes = 0;
   WorkerCounters worker;
 };
 

@@ -24,6 +24,10 @@ inline constexpr uint64_t kInitHasResend = 1ULL << 39;
 inline constexpr uint64_t kInitAllowIdmap = 1ULL << 40;
 inline constexpr uint64_t kInitOverIoUring = 1ULL << 41;
 inline constexpr uint64_t kInitRequestTimeout = 1ULL << 42;
+// From the reduced-queues series (FUSE_URING_REDUCED_Q, posted 2025-2026, not in mainline as of
+// Linux 6.18): the ring is ready with fewer queues than possible CPUs. The bit is unassigned in
+// mainline and other proposals have claimed it too (kernel-fuse-uring.md §1).
+inline constexpr uint64_t kInitUringReducedQ = 1ULL << 43;
 
 // Opcodes newer than the 7.38 header.
 inline constexpr uint32_t kOpStatx = 52;

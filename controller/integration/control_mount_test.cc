@@ -88,6 +88,7 @@ TEST_F(ControlMountTest, ListQueuesReportsEveryPossibleCpuAndTheDefaults) {
   }
   ASSERT_EQ(state.queues_size(), static_cast<int>(possible.size()));
   uint64_t entries = 0;
+  uint64_t registered = 0;
   for (int i = 0; i < state.queues_size(); ++i) {
     const control::QueueInfo& q = state.queues(i);
     EXPECT_EQ(q.qid(), static_cast<uint32_t>(possible[i]));
@@ -96,8 +97,14 @@ TEST_F(ControlMountTest, ListQueuesReportsEveryPossibleCpuAndTheDefaults) {
     EXPECT_EQ(q.worker_state(), "active");
     EXPECT_EQ(q.background_limit(), 0u) << "unlimited";
     entries += q.entries_held();
+    registered += q.ring_entries();
+    // Each queue starts with one entry and grows only while its callers keep every entry busy.
+    EXPECT_GE(q.ring_entries(), 1u);
+    EXPECT_LE(q.ring_entries(), 16u);
+    // A header page and the 16 KiB resident head per entry (frontend/ring_memory.h).
+    EXPECT_GE(q.ring_memory_bytes(), 20480u * q.ring_entries());
   }
-  EXPECT_EQ(entries, 16u * possible.size()) << "queue depth 16 per qid, all held by workers";
+  EXPECT_EQ(entries, registered) << "every registered entry is held by a worker";
   EXPECT_EQ(state.settings().active_cpus_size(), static_cast<int>(possible.size()));
   // The engine's defaults, whatever they are tuned to.
   const frontend::queue::QueueConfig defaults;

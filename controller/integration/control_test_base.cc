@@ -14,7 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
 #include "common/rpc/endpoint.h"
@@ -121,6 +123,17 @@ CommandResult RunCtl(const std::vector<std::string>& args) {
   std::vector<std::string> argv = {BinPath("ringfsctl")};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCapture(argv);
+}
+
+std::string FindInPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
 }
 
 bool PinToCpu(int cpu) {

@@ -34,6 +34,9 @@ CommandResult RunCapture(const std::vector<std::string>& argv,
 // build/bin/ringfsctl + args.
 CommandResult RunCtl(const std::vector<std::string>& args);
 
+// The program `name` found in $PATH, or "" (fio is optional for some tests).
+std::string FindInPath(const std::string& name);
+
 // Pins the calling thread to `cpu`.
 bool PinToCpu(int cpu);
 
