@@ -42,6 +42,10 @@ struct RingEntry {
   // published for the stats readers.
   PayloadUse payload_use;
   std::atomic<uint64_t> resident_bytes{0};
+  // The worker whose ring has this entry's command in the kernel (REGISTER or COMMIT_AND_FETCH
+  // submitted, no completion reaped yet), or -1 while a worker holds it. Written by that worker;
+  // other workers only compare it with their own index (RingWorker::SweepIdleEntries).
+  std::atomic<int> waiting_on{-1};
 };
 
 class EntryRegistry {

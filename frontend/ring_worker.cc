@@ -30,6 +30,12 @@ uint32_t SentArgument(HandoffKind kind, int target_index) {
 HandoffKind SentKind(uint32_t argument) { return static_cast<HandoffKind>(argument & 1); }
 int SentTarget(uint32_t argument) { return static_cast<int>(argument >> 1); }
 
+int64_t MonotonicNanos() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
 unsigned RoundUpToPowerOfTwo(size_t value) {
   unsigned result = 1;
   while (result < value) result <<= 1;
@@ -87,11 +93,24 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   io_uring_params params{};
   // SQE128 carries the FUSE command. The completion queue must hold a completion for every
   // entry that could be registered on this ring at once (entries migrate between workers).
-  params.flags = IORING_SETUP_SQE128 | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE;
-  params.cq_entries = RoundUpToPowerOfTwo(2 * (shared_->topology.size() * depth_ + 64));
-  if (int rc = io_uring_queue_init_params(2 * depth_ + 16, &ring_, &params); rc < 0) {
-    return ErrnoError(-rc, "io_uring_queue_init (SQE128)");
+  // DEFER_TASKRUN (with SINGLE_ISSUER, which this thread-owned ring obeys anyway): completions
+  // and the kernel's copies of requests into our entries happen only inside our own
+  // io_uring_enter, which is what lets SweepIdleEntries return pages of entries waiting in the
+  // kernel. Kernels before 6.1 refuse it; then idle entries are only trimmed at commit.
+  const unsigned base_flags = IORING_SETUP_SQE128 | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE;
+  const unsigned cq_entries = RoundUpToPowerOfTwo(2 * (shared_->topology.size() * depth_ + 64));
+  params.flags = base_flags | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  params.cq_entries = cq_entries;
+  int rc = io_uring_queue_init_params(2 * depth_ + 16, &ring_, &params);
+  defer_taskrun_ = rc == 0;
+  if (rc == -EINVAL) {
+    params = io_uring_params{};
+    params.flags = base_flags;
+    params.cq_entries = cq_entries;
+    rc = io_uring_queue_init_params(2 * depth_ + 16, &ring_, &params);
   }
+  if (rc < 0) return ErrnoError(-rc, "io_uring_queue_init (SQE128)");
+  sweep_due_ns_ = 0;
   ring_initialized_ = true;
   ring_fd_published_ = false;
   handoffs_unconfirmed_ = 0;
@@ -181,6 +200,7 @@ void RingWorker::MaybeGrow(uint16_t qid) {
 }
 
 void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
+  entry->waiting_on.store(index_, std::memory_order_relaxed);
   shared_->entries[shared_->topology.IndexOf(entry->qid)].in_kernel.fetch_add(
       1, std::memory_order_relaxed);
   io_uring_sqe* sqe = NextSqe();
@@ -202,10 +222,17 @@ void RingWorker::Loop() {
     int rc;
     // With the fd withdrawn we wait for peers' sends toward us to close (ReadyToExit); that
     // does not wake us, so we look again shortly.
-    if (retry_handoffs_.empty() && ring_fd_published_) {
+    if (retry_handoffs_.empty() && ring_fd_published_ && sweep_due_ns_ == 0) {
       rc = io_uring_submit_and_wait(&ring_, 1);
     } else {
       __kernel_timespec pause{0, 1'000'000};
+      if (retry_handoffs_.empty() && ring_fd_published_) {
+        // Only a sweep is due: wake for it even if nothing else happens (an idle mount is when
+        // it matters), at most a second late.
+        int64_t wait = std::clamp<int64_t>(sweep_due_ns_ - MonotonicNanos(), 1'000'000,
+                                           1'000'000'000);
+        pause = {wait / 1'000'000'000, wait % 1'000'000'000};
+      }
       io_uring_cqe* unused;
       rc = io_uring_submit_and_wait_timeout(&ring_, &unused, 1, &pause, nullptr);
       if (rc == -ETIME) rc = 0;
@@ -274,6 +301,7 @@ void RingWorker::Loop() {
       }
     }
     retries.clear();
+    SweepIdleEntries();
     PublishGauges();
   }
   shared_->handoffs.Withdraw(index_);
@@ -349,6 +377,7 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
   const uint16_t qid = entry->qid;
   QueueEntries& queue = shared_->entries[shared_->topology.IndexOf(qid)];
   const int32_t left_in_kernel = queue.in_kernel.fetch_sub(1, std::memory_order_relaxed) - 1;
+  entry->waiting_on.store(-1, std::memory_order_relaxed);
   if (res == 0) {
     if (left_in_kernel <= 0) queue.exhausted.store(true, std::memory_order_relaxed);
     entry->request_payload = entry->header->ring_ent_in_out.payload_sz;
@@ -510,10 +539,8 @@ void RingWorker::TrimPayload(RingEntry* entry) {
   size_t used = std::max<size_t>(entry->request_payload,
                                  entry->header->ring_ent_in_out.payload_sz);
   if (used <= kRingResidentHead && entry->payload_use.touched <= kRingResidentHead) return;
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  std::optional<PayloadRange> trim = PlanPayloadTrim(
-      &entry->payload_use, used, int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec);
+  const int64_t now = MonotonicNanos();
+  std::optional<PayloadRange> trim = PlanPayloadTrim(&entry->payload_use, used, now);
   if (trim) {
     if (madvise(entry->payload + trim->offset, trim->length, MADV_DONTNEED) == 0) {
       WorkerStats::Add(stats_->payload_trims);
@@ -522,6 +549,56 @@ void RingWorker::TrimPayload(RingEntry* entry) {
     }
   }
   entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
+  if (defer_taskrun_ && entry->payload_use.touched > kRingResidentHead) {
+    // It goes back into the kernel holding large pages: the sweep returns them if it stays idle.
+    int64_t due = entry->payload_use.last_large_ns + kRingTrimAfterNs;
+    if (sweep_due_ns_ == 0 || due < sweep_due_ns_) sweep_due_ns_ = due;
+  }
+}
+
+// Entries waiting in the kernel on our ring after a burst keep their large pages: the kernel
+// gives new requests to the most recently committed entry, so the cold ones may not serve again
+// for a long time. With DEFER_TASKRUN the kernel copies a request into an entry of this ring only
+// inside our io_uring_enter (the task work of the dispatch, or the issue of that entry's
+// COMMIT_AND_FETCH), and posts the entry's completion in the same step. So here, between two
+// enters, with every SQE submitted, no completion left to reap and none overflowed, an entry
+// whose command is still in the kernel has no request in its buffers, and none can arrive until
+// our next enter: its pages beyond the head can be returned. Its last reply, which the kernel
+// has read already, was below the head (kRingTrimAfterNs without a large payload).
+void RingWorker::SweepIdleEntries() {
+  if (sweep_due_ns_ == 0 || !defer_taskrun_) return;
+  const int64_t now = MonotonicNanos();
+  if (now < sweep_due_ns_) return;
+  io_uring_submit(&ring_);
+  if (io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 ||
+      io_uring_cq_has_overflow(&ring_)) {
+    return;  // busy: the next loop pass tries again
+  }
+  sweep_due_ns_ = 0;
+  const size_t count = shared_->registry.size();
+  for (size_t id = 0; id < count; ++id) {
+    RingEntry* entry = shared_->registry.Get(static_cast<uint32_t>(id));
+    if (entry == nullptr || entry->waiting_on.load(std::memory_order_relaxed) != index_ ||
+        entry->payload_use.touched <= kRingResidentHead) {
+      continue;
+    }
+    int64_t due = entry->payload_use.last_large_ns + kRingTrimAfterNs;
+    if (now >= due && ReturnPayloadPages(entry, now)) continue;
+    if (now >= due) due = now + kRingTrimAfterNs;  // madvise failed: try again later
+    if (sweep_due_ns_ == 0 || due < sweep_due_ns_) sweep_due_ns_ = due;
+  }
+}
+
+bool RingWorker::ReturnPayloadPages(RingEntry* entry, int64_t now_ns) {
+  std::optional<PayloadRange> trim = PlanPayloadTrim(&entry->payload_use, 0, now_ns);
+  if (!trim) return true;
+  if (madvise(entry->payload + trim->offset, trim->length, MADV_DONTNEED) != 0) {
+    entry->payload_use.touched += trim->length;
+    return false;
+  }
+  WorkerStats::Add(stats_->payload_trims);
+  entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
+  return true;
 }
 
 void RingWorker::CommitAnswer(RingEntry* entry, const fuse_out_header& header,
@@ -548,8 +625,11 @@ bool RingWorker::ReadyToExit() {
     shared_->handoffs.Withdraw(index_);
     ring_fd_published_ = false;
   }
-  return shared_->handoffs.Quiet(index_) && io_uring_cq_ready(&ring_) == 0 &&
-         !io_uring_cq_has_overflow(&ring_);
+  if (!shared_->handoffs.Quiet(index_)) return false;
+  // With DEFER_TASKRUN a peer's MSG_RING toward us is posted by task work that runs only in our
+  // own io_uring_enter: run it before deciding nothing has landed.
+  if (defer_taskrun_) (void)io_uring_get_events(&ring_);
+  return io_uring_cq_ready(&ring_) == 0 && !io_uring_cq_has_overflow(&ring_);
 }
 
 void RingWorker::PublishRingFd() {

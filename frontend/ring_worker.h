@@ -75,6 +75,8 @@ class RingWorker : public ReplySink {
   absl::Status RegisterNewEntry(uint16_t qid);
   void MaybeGrow(uint16_t qid);
   void TrimPayload(RingEntry* entry);
+  void SweepIdleEntries();
+  bool ReturnPayloadPages(RingEntry* entry, int64_t now_ns);
   io_uring_sqe* NextSqe();
   bool MayExit() const;
   bool ReadyToExit();
@@ -99,6 +101,11 @@ class RingWorker : public ReplySink {
   queue::BackgroundLimiter limiter_;
   std::shared_ptr<const EngineState> state_;
   bool sched_idle_ = false;  // the thread runs SCHED_IDLE (queue::WorkerPriority)
+  // The ring runs its task work only inside our io_uring_enter (IORING_SETUP_DEFER_TASKRUN), so
+  // between two enters nothing is copied into the entries waiting on it (SweepIdleEntries).
+  bool defer_taskrun_ = false;
+  // When an entry waiting on our ring may next have large-payload pages to return; 0: none.
+  int64_t sweep_due_ns_ = 0;
   bool active_ = false;
   bool allow_exit_ = false;
   bool stopping_ = false;

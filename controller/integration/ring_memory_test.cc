@@ -124,6 +124,33 @@ TEST_F(RingMemoryOneActiveTest, AQueueGrowsUnderLoadWithoutLosingAnything) {
   EXPECT_EQ(QueueOf(state, 1).failures(), 0u);
   printf("queue 1 grew from %u to %u entries; %s\n", before, queue.ring_entries(),
          Describe(state).c_str());
+
+  // Then nothing: the entries wait in the kernel, most of them never to be picked again soon (the
+  // kernel reuses the most recently committed first). Their worker's sweep returns the 1 MiB
+  // payload pages 2 s after their last large request (RingWorker::SweepIdleEntries).
+  const uint64_t rss_busy = ResidentKiB(env_->mount_process()->pid()) * 1024;
+  control::QueueState idle;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    idle = ListQueuesOrFail(stub.get());
+  } while (QueueOf(idle, 1).ring_memory_bytes() > QueueOf(idle, 1).ring_entries() * kEntryIdleBytes &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(QueueOf(idle, 1).ring_memory_bytes(), QueueOf(idle, 1).ring_entries() * kEntryIdleBytes)
+      << Describe(idle);
+  const uint64_t rss_idle = ResidentKiB(env_->mount_process()->pid()) * 1024;
+  EXPECT_LT(rss_idle + 8 * kMiB, rss_busy) << "the process gave the pages back";
+  EXPECT_LE(rss_idle, 34 * kMiB) << "back within the idle budget of one active CPU";
+  printf("after the burst: %lu KiB resident, idle again: %lu KiB\n",
+         static_cast<unsigned long>(rss_busy / 1024), static_cast<unsigned long>(rss_idle / 1024));
+
+  // And the entries still work: the data written before the pages went back reads back right.
+  CommandResult verify = RunCapture(
+      {fio, "--name=grow", "--thread", "--filename=" + mountpoint() + "/grow", "--size=96m",
+       "--bs=1m", "--rw=read", "--ioengine=io_uring", "--iodepth=16", "--direct=1",
+       "--cpus_allowed=1", "--verify=crc32c", "--verify_only=1", "--verify_fatal=1"},
+      std::chrono::seconds(90));
+  EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
 }
 
 // An entry that carried a 1 MiB WRITE keeps its pages while large requests keep coming, and
