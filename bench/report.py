@@ -14,9 +14,11 @@ import re
 import statistics
 import sys
 
-TARGETS = ["native", "ringfs-uring", "ringfs-classic", "ringfs-uring-floor", "ringfs-uring-tls", "sshfs"]
+TARGETS = ["native", "ringfs-uring", "ringfs-uring-base", "ringfs-classic", "ringfs-uring-floor",
+           "ringfs-uring-tls", "sshfs"]
 URING, CLASSIC, FLOOR, SSHFS, NATIVE = (
     "ringfs-uring", "ringfs-classic", "ringfs-uring-floor", "sshfs", "native")
+BASE = "ringfs-uring-base"  # the mount of RINGFS_BASE_BIN: A/B of a frontend change
 
 # (row id, description, unit). Rows g-* are the metadata job at g_count files.
 ROWS = [
@@ -374,7 +376,7 @@ def build(out):
 
 
 RATIO_PAIRS = [(URING, NATIVE), (CLASSIC, NATIVE), (SSHFS, NATIVE), (URING, CLASSIC),
-               (URING, SSHFS)]
+               (URING, SSHFS), (URING, BASE)]
 
 
 def row_label(row, desc, g_count):
@@ -446,10 +448,10 @@ def render_md(machine, targets, summary, scaling, meta, goals, cpu_goals, notes,
              "uring ÷ floor says how much of the transport floor (no storage) is reached.")
     L.append("")
     cols = [(URING, SSHFS), (URING, CLASSIC), (CLASSIC, SSHFS), (FLOOR, SSHFS), (URING, FLOOR),
-            (URING, NATIVE), (CLASSIC, NATIVE), (SSHFS, NATIVE)]
+            (URING, NATIVE), (CLASSIC, NATIVE), (SSHFS, NATIVE), (URING, BASE), (BASE, CLASSIC)]
     cols = [(a, b) for a, b in cols if a in targets and b in targets]
     short = {URING: "uring", CLASSIC: "classic", FLOOR: "floor", SSHFS: "sshfs",
-             NATIVE: "native"}
+             NATIVE: "native", BASE: "base"}
     L.append("| job | " + " | ".join(f"{short[a]} ÷ {short[b]}" for a, b in cols) + " |")
     L.append("|---|" + "---:|" * len(cols))
     for row, desc, _ in ROWS:
@@ -605,11 +607,12 @@ def render_rounds(L, targets, summary, g_count, rstat):
                      f"{fmt(r['max'])} | {r['rounds_ok']}/{r['rounds_run']} | "
                      f"{fmt_ratio_stats(st) if t != NATIVE else '1'} | "
                      f"{'⚠ ' + flag if flag else ''} |")
-        st = rstat(row, URING, CLASSIC)
-        if st is not None:
-            flag = ratio_flags(st)
-            L.append(f"| {label} | **uring ÷ classic** | | | | {st[3]} | {fmt_ratio_stats(st)} | "
-                     f"{'⚠ ' + flag if flag else ''} |")
+        for a, b, name in ((URING, CLASSIC, "uring ÷ classic"), (URING, BASE, "uring ÷ base")):
+            st = rstat(row, a, b)
+            if st is not None:
+                flag = ratio_flags(st)
+                L.append(f"| {label} | **{name}** | | | | {st[3]} | {fmt_ratio_stats(st)} | "
+                         f"{'⚠ ' + flag if flag else ''} |")
     L.append("")
 
 

@@ -4,6 +4,9 @@
 #   ringfs-uring        ringfs-mount transport=uring  -> ringfs-server
 #   ringfs-classic      ringfs-mount transport=classic -> ringfs-server
 #   ringfs-uring-floor  ringfs-mount transport=uring  -> ringfs-server --floor (no file I/O)
+#   ringfs-uring-base   (only when named in --targets) the ringfs-mount of RINGFS_BASE_BIN,
+#                       transport=uring -> the same ringfs-server: A/B of a frontend change in
+#                       one interleaved run (report: uring ÷ base)
 #   ringfs-uring-tls    ringfs-mount transport=uring,tls -> ringfs-server --tls-cert (TLS 1.3,
 #                       a throwaway certificate made in the work dir by ringfs-test-pki)
 #   sshfs               sshfs (aes128-gcm) -> its own sshd on a loopback port
@@ -29,6 +32,7 @@
 # usage: bench/run.sh [--quick] [--out DIR] [--jobs a,b,...] [--targets native,sshfs,...]
 #                     [--rounds N]
 #   RINGFS_BIN=dir  use ringfs-server/ringfs-mount from dir instead of build/bin
+#   RINGFS_BASE_BIN=dir  ringfs-mount of the ringfs-uring-base target (e.g. a build of main)
 #   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576, or the hard limit)
 #   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
 #                   (4 GiB sparse image in the work dir), the same filesystem for every target;
@@ -105,7 +109,8 @@ FIO_ROUNDS="${ROUNDS:-1}"  # jobs a-g, m, s
 T_ROUNDS="${ROUNDS:-3}"    # job t
 ROUND=1                    # the round in progress, recorded with every run
 for t in ${TARGETS//,/ }; do
-  has_item "$ALL_TARGETS" "$t" || die "unknown target '$t' ($ALL_TARGETS)"
+  has_item "$ALL_TARGETS,ringfs-uring-base" "$t" ||
+    die "unknown target '$t' ($ALL_TARGETS,ringfs-uring-base)"
 done
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -322,7 +327,7 @@ mount_ringfs() {  # mount_ringfs MNT ADDR TRANSPORT STATS [EXTRA_OPTIONS]
     echo 1 > "$URING_PARAM"
   fi
   MOUNTED+=("$mp")
-  timeout 30 "$BIN/ringfs-mount" "$addr:/" "$mp" -o "transport=$transport,stats_file=$stats$extra" \
+  timeout 30 "${MOUNT_BIN:-$BIN}/ringfs-mount" "$addr:/" "$mp" -o "transport=$transport,stats_file=$stats$extra" \
     >> "$LOGS/mounts.log" 2>&1 || { log "ringfs-mount $transport failed (see $LOGS/mounts.log)"; return 1; }
   is_mounted "$mp" || { log "ringfs-mount $transport reported success but $mp is not mounted"; return 1; }
 }
@@ -569,7 +574,8 @@ stats_note() {  # how the requests of a ringfs mount travelled (ring vs /dev/fus
 # ---------------------------------------------------------------------------------------------
 # The run.
 log "output in $OUT; work dir $WORK; jobs $JOBS; targets $TARGETS; quick=$QUICK; rounds: $FIO_ROUNDS (fio, metadata), $T_ROUNDS (small files)"
-if has_item "$TARGETS" ringfs-uring || has_item "$TARGETS" ringfs-classic; then
+if has_item "$TARGETS" ringfs-uring || has_item "$TARGETS" ringfs-classic ||
+   has_item "$TARGETS" ringfs-uring-base; then
   start_server ringfs-server
   MAIN_ADDR="$SERVER_ADDR"
 fi
@@ -586,8 +592,16 @@ for target in ${TARGETS//,/ }; do
       MNT[native]="$EXPORT"
       UP+=(native)
       ;;
-    ringfs-uring|ringfs-classic|ringfs-uring-floor|ringfs-uring-tls)
+    ringfs-uring|ringfs-uring-base|ringfs-classic|ringfs-uring-floor|ringfs-uring-tls)
       transport=uring
+      MOUNT_BIN="$BIN"
+      if [ "$target" = ringfs-uring-base ]; then
+        if [ ! -x "${RINGFS_BASE_BIN:-}/ringfs-mount" ]; then
+          target_failed "$target" "RINGFS_BASE_BIN names no ringfs-mount"
+          continue
+        fi
+        MOUNT_BIN="$RINGFS_BASE_BIN"
+      fi
       addr="${MAIN_ADDR:-}"
       extra=""
       [ "$target" = ringfs-classic ] && transport=classic
@@ -607,7 +621,8 @@ for target in ${TARGETS//,/ }; do
       # The Prometheus endpoint gives requests by opcode (job t reads it around tar -xf).
       port="$(free_port)"
       extra="${extra:+$extra,}metrics=127.0.0.1:$port"
-      if mount_ringfs "$mp" "$addr" "$transport" "$OUT/stats-$target.txt" "$extra"; then
+      if MOUNT_BIN="$MOUNT_BIN" mount_ringfs "$mp" "$addr" "$transport" "$OUT/stats-$target.txt" \
+          "$extra"; then
         MNT[$target]="$mp"
         METRICS_PORT[$target]="$port"
         UP+=("$target")
