@@ -38,6 +38,16 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
   }
 }
 
+void KernelNotifier::Hold() {
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+}
+
+void KernelNotifier::Release() {
+  absl::MutexLock lock(&mu_);
+  held_ = false;
+}
+
 bool KernelNotifier::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
@@ -55,7 +65,9 @@ void KernelNotifier::Loop() {
     {
       absl::MutexLock lock(&mu_);
       busy_ = false;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || (!held_ && !queue_.empty());
+      };
       mu_.Await(absl::Condition(&ready));
       if (stop_) return;
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));

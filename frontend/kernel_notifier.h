@@ -47,6 +47,12 @@ class KernelNotifier {
   // Any thread; never blocks.
   void Post(std::vector<wire::Invalidation> records);
 
+  // Until Release(), notifications queue instead of being written. The mount holds them while
+  // it primes the root's attributes (MountSession::ProbeMount): an INVAL_INODE of the root
+  // written while that GETATTR is in flight would make the kernel drop its reply.
+  void Hold();
+  void Release();
+
   // Waits until everything posted so far has been written (tests). False on timeout.
   bool WaitIdle(absl::Duration timeout);
 
@@ -66,6 +72,7 @@ class KernelNotifier {
   std::deque<wire::Invalidation> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread is writing a batch
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -174,6 +174,7 @@ absl::Status MountSession::Start() {
   if (status.ok() && options_.invalidations) status = StartNotifier();
   if (status.ok()) status = StartWorkers();
   if (status.ok()) status = ProbeMount();
+  if (notifier_) notifier_->Release();
   started_ = std::chrono::steady_clock::now();
   if (!status.ok()) {
     AbortConnection();
@@ -234,6 +235,7 @@ absl::Status MountSession::StartNotifier() {
       options_.attr_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
   notifier_ = std::make_unique<KernelNotifier>(
       std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get());
+  notifier_->Hold();  // until ProbeMount has primed the root's attributes
   notifier_->Start();
   return absl::OkStatus();
 }
@@ -291,12 +293,25 @@ absl::Status MountSession::ProbeMount() {
   // Until every queue has an entry the kernel holds requests back; a statfs answered by the
   // server proves the whole path works. It runs on its own thread so a kernel that never
   // becomes ready cannot hang the mount command.
+  // Then a stat primes the root's attributes, with invalidations held (StartNotifier). The
+  // kernel makes the root inode from the mount options (rootmode=40000: no permission bits,
+  // already stale) and asks for the real attributes at the first permission check; if an
+  // INVAL_INODE of the root reaches it while that GETATTR is in flight, it drops the reply
+  // (fuse_change_attributes: the inode's attr_version moved past the request's) and
+  // generic_permission checks a non-root caller against mode 0000: EACCES, with no second try
+  // (fuse_permission retries only when it has not just refreshed). Once primed, a dropped reply
+  // leaves the root's last real attributes in place, like any other inode's.
   auto done = std::make_shared<std::promise<int>>();
   std::future<int> result = done->get_future();
   std::string path = options_.mountpoint;
   std::thread([done, path] {
     struct statfs info {};
-    done->set_value(statfs(path.c_str(), &info) == 0 ? 0 : errno);
+    if (statfs(path.c_str(), &info) != 0) {
+      done->set_value(errno);
+      return;
+    }
+    struct stat root {};
+    done->set_value(stat(path.c_str(), &root) == 0 ? 0 : errno);
   }).detach();
   if (result.wait_for(kProbeTimeout) != std::future_status::ready) {
     return absl::DeadlineExceededError(absl::StrFormat(
@@ -306,7 +321,7 @@ absl::Status MountSession::ProbeMount() {
                                "means another feature by it, mount with ring_queues=all"
                              : ""));
   }
-  if (int err = result.get(); err != 0) return ErrnoError(err, "statfs on the new mount");
+  if (int err = result.get(); err != 0) return ErrnoError(err, "statfs/stat on the new mount");
   return absl::OkStatus();
 }
 

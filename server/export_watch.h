@@ -10,12 +10,14 @@
 // (st_dev, st_ino) with open_by_handle_at + fstat, the key node tables use.
 // The mark covers the whole filesystem, so a busy filesystem around a small export costs one
 // handle resolution per event (two syscalls).
-// Off by default (--export-watch turns it on), because of a race not understood yet: with the
-// watch on, it_squash's supplementary-group test failed in about 1 run of 4 with a transient
-// EACCES decided by the client kernel (no request was refused by the server) when a non-root
-// caller walked into a directory just created on the export. Publishing only the watch's node
-// events (no entry events) did not fail in 12 runs; entry events alone still did. Until that is
-// explained, the watch stays opt-in.
+// Off by default (--export-watch turns it on). With it on, it_squash's supplementary-group test
+// used to fail (about 1 run in 7 here) with a transient EACCES decided by the client kernel: the
+// entry event of the team directory's creation pushed an INVAL_INODE of the export's root while
+// the member's first walk was refreshing the mount root's attributes, the kernel dropped that
+// GETATTR reply and checked against the root inode's initial mode (rootmode=40000, no permission
+// bits). ringfs-mount now primes the root's attributes at mount (MountSession::ProbeMount); the
+// same drop on a directory whose cached attributes deny remains (README, "Invalidations and
+// permission checks").
 // One thread of its own (blocking reads; it owns no io_uring). Start once, Stop once.
 #pragma once
 

@@ -13,8 +13,13 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/harness/ringfs_test.h"
@@ -271,6 +276,54 @@ TEST_P(NoManageGidsTest, TheServerRefusesWhatOnlyASupplementaryGroupAllows) {
   EXPECT_EQ(member, "");
 }
 
+// Regression (it_squash's supplementary-group test with --export-watch: a transient EACCES from
+// the client kernel in about half the runs). The kernel makes the mount's root inode from the
+// mount options (rootmode=40000, no permission bits) and asks for the real attributes at the
+// first permission check. An invalidation of the root (a create in it, made on the export or
+// through another mount) written while that GETATTR was in flight made the kernel drop the
+// reply, so a non-root caller was checked against mode 0000. ringfs-mount now primes the root's
+// attributes before the mount is ready: on a fresh mount a non-root caller gets through the
+// root without the kernel asking the server anything.
+class FreshMountTest : public MountedTest {
+ protected:
+  // SIGSTOP takes effect as each thread is next scheduled: waits (2 s) until all are stopped.
+  static bool StopAndWait(ChildProcess* process) {
+    process->Signal(SIGSTOP);
+    const std::string tasks = "/proc/" + std::to_string(process->pid()) + "/task";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < deadline) {
+      bool all = true;
+      for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+        std::ifstream in(task.path() / "stat");
+        std::string line;
+        std::getline(in, line);
+        size_t paren = line.rfind(')');
+        all = all && paren != std::string::npos && paren + 2 < line.size() &&
+              line[paren + 2] == 'T';
+      }
+      if (all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+};
+
+TEST_P(FreshMountTest, ANonRootCallerGetsThroughTheRootWithoutAskingTheServer) {
+  ChildProcess* server = env_->server_process();
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(StopAndWait(server));
+  const std::string root = Mnt(".");
+  std::string result = RunAsUser(
+      kNobody, kNogroup,
+      [&] {
+        return ::access(root.c_str(), X_OK) == 0 ? "" : "access: " + ErrnoName(errno) + "\n";
+      },
+      std::chrono::seconds(5));
+  server->Signal(SIGCONT);
+  EXPECT_EQ(result, "") << "the kernel had to ask the server for the root's attributes";
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(FreshMountTest);
 RINGFS_INSTANTIATE_TRANSPORTS(NoRootSquashParityTest);
 RINGFS_INSTANTIATE_TRANSPORTS(NoManageGidsTest);
 RINGFS_INSTANTIATE_TRANSPORTS(RootSquashParityTest);
