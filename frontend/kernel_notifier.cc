@@ -4,6 +4,7 @@
 #include <linux/fuse.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.h"
@@ -11,9 +12,10 @@
 namespace ringfs::frontend {
 
 KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs,
-                               XattrAbsenceCache* xattrs, size_t max_queued)
+                               XattrAbsenceCache* xattrs, size_t max_queued,
+                               absl::Duration dir_hold, absl::Duration dir_gap)
     : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs),
-      max_queued_(max_queued) {}
+      max_queued_(max_queued), dir_hold_(dir_hold), dir_gap_(dir_gap) {}
 
 KernelNotifier::~KernelNotifier() { Stop(); }
 
@@ -50,7 +52,9 @@ void KernelNotifier::Release() {
 
 bool KernelNotifier::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() && !busy_ && held_back_ == 0;
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
@@ -65,40 +69,82 @@ void KernelNotifier::Loop() {
     {
       absl::MutexLock lock(&mu_);
       busy_ = false;
+      held_back_ = dir_due_.size();
+      const absl::Time due = NextDue();
+      const bool waiting = due != absl::InfiniteFuture();
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stop_ || (!held_ && !queue_.empty());
       };
-      mu_.Await(absl::Condition(&ready));
+      auto can_write = [this, waiting]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || (!held_ && (!queue_.empty() || waiting));
+      };
+      mu_.Await(absl::Condition(&can_write));
+      if (!stop_ && queue_.empty()) mu_.AwaitWithDeadline(absl::Condition(&ready), due);
       if (stop_) return;
+      if (held_) continue;
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
       queue_.clear();
       busy_ = true;
     }
     Counters done;
-    for (const wire::Invalidation& inv : batch) {
-      // The mount's own copy first: a GETATTR after the kernel forgot must not be answered
-      // from a snapshot taken before the change.
-      if (dir_attrs_ != nullptr) dir_attrs_->Drop(inv.nodeid);
-      if (xattrs_ != nullptr && inv.kind == wire::InvalidationKind::kInode) {
-        xattrs_->Drop(inv.nodeid);
-      }
-      const int err = Write(inv);
-      if (err == 0) {
-        ++done.written;
-      } else if (err == ENOENT) {
-        ++done.not_cached;
-      } else {
-        ++done.failed;
-        RINGFS_LOG_DEBUG("invalidation of node %u%s%s: %s", inv.nodeid,
-                         inv.name.empty() ? "" : " name ", inv.name, std::strerror(err));
-      }
-    }
+    for (const wire::Invalidation& inv : batch) Deliver(inv, absl::Now(), done);
+    DeliverDue(absl::Now(), done);
     batch.clear();
     absl::MutexLock lock(&mu_);
     counters_.written += done.written;
     counters_.not_cached += done.not_cached;
     counters_.failed += done.failed;
   }
+}
+
+void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Counters& done,
+                             bool directory_fallback) {
+  // The mount's own copy first: a GETATTR after the kernel forgot must not be answered
+  // from a snapshot taken before the change.
+  if (dir_attrs_ != nullptr) dir_attrs_->Drop(inv.nodeid);
+  if (xattrs_ != nullptr && inv.kind == wire::InvalidationKind::kInode) {
+    xattrs_->Drop(inv.nodeid);
+  }
+  const int err = Write(inv);
+  if (inv.kind == wire::InvalidationKind::kInode) {
+    // Also covers a change of the directory's names that was waiting for it.
+    const bool fallback = dir_due_.erase(inv.nodeid) > 0 && directory_fallback;
+    if (quiet_until_.size() >= 4096) {
+      absl::erase_if(quiet_until_, [&](const auto& kv) { return kv.second <= now; });
+    }
+    absl::Time& quiet = quiet_until_[inv.nodeid];
+    quiet = std::max(quiet, now + (fallback ? dir_gap_ : dir_hold_));
+  } else if (err == ENOENT && !dir_due_.contains(inv.nodeid)) {
+    // The kernel held no dentry of the name and so left the directory's attributes alone.
+    auto quiet = quiet_until_.find(inv.nodeid);
+    dir_due_[inv.nodeid] = quiet == quiet_until_.end() ? now : std::max(now, quiet->second);
+  }
+  if (err == 0) {
+    ++done.written;
+  } else if (err == ENOENT) {
+    ++done.not_cached;
+  } else {
+    ++done.failed;
+    RINGFS_LOG_DEBUG("invalidation of node %u%s%s: %s", inv.nodeid,
+                     inv.name.empty() ? "" : " name ", inv.name, std::strerror(err));
+  }
+}
+
+void KernelNotifier::DeliverDue(absl::Time now, Counters& done) {
+  std::vector<uint64_t> due;
+  for (const auto& [dir, when] : dir_due_) {
+    if (when <= now) due.push_back(dir);
+  }
+  for (uint64_t dir : due) {
+    Deliver({wire::InvalidationKind::kInode, dir, -1, 0, {}}, now, done,
+            /*directory_fallback=*/true);
+  }
+}
+
+absl::Time KernelNotifier::NextDue() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [dir, when] : dir_due_) next = std::min(next, when);
+  return next;
 }
 
 int KernelNotifier::Write(const wire::Invalidation& inv) {

@@ -7,6 +7,15 @@
 // a reactor thread has to receive. Reactor threads only queue (Post never blocks).
 // Also drops what the mount itself keeps of an invalidated node (DirAttrCache snapshots,
 // XattrAbsenceCache).
+// A name change arrives as an entry record only; the kernel then marks the directory's
+// attributes stale itself, but only if it holds a dentry for the name. When it does not (ENOENT),
+// the directory gets an INVAL_INODE of its own, held back until `dir_hold` after the last
+// attribute invalidation the server sent for that directory, and `dir_gap` after the previous
+// such fallback: each INVAL_INODE voids the GETATTR replies in flight for the node, and a
+// permission check whose refresh was voided uses the stale mode (EACCES; see the README,
+// "Invalidations and permission checks"). The hold lets the refresh that follows a chmod through
+// another mount land; the gap bounds how often a directory that another mount keeps creating in
+// is invalidated.
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
@@ -17,7 +26,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/invalidation.h"
 #include "common/unique_fd.h"
 #include "frontend/dir_attr_cache.h"
@@ -36,7 +47,8 @@ class KernelNotifier {
 
   // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
   KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
-                 size_t max_queued = 1 << 16);
+                 size_t max_queued = 1 << 16, absl::Duration dir_hold = absl::Seconds(1),
+                 absl::Duration dir_gap = absl::Milliseconds(20));
   ~KernelNotifier();
   KernelNotifier(const KernelNotifier&) = delete;
   KernelNotifier& operator=(const KernelNotifier&) = delete;
@@ -53,7 +65,8 @@ class KernelNotifier {
   void Hold();
   void Release();
 
-  // Waits until everything posted so far has been written (tests). False on timeout.
+  // Waits until everything posted so far has been written, held-back directory invalidations
+  // included (tests). False on timeout.
   bool WaitIdle(absl::Duration timeout);
 
   Counters counters() const;
@@ -62,15 +75,29 @@ class KernelNotifier {
   void Loop();
   // Writes one notification; returns the errno (0: taken).
   int Write(const wire::Invalidation& inv);
+  // Writes `inv` and does the bookkeeping of directory invalidations. Loop thread only.
+  // `directory_fallback`: `inv` is a held-back directory invalidation (see above).
+  void Deliver(const wire::Invalidation& inv, absl::Time now, Counters& done,
+               bool directory_fallback = false);
+  // Writes the held-back directory invalidations that are due. Loop thread only.
+  void DeliverDue(absl::Time now, Counters& done);
+  absl::Time NextDue() const;
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
   XattrAbsenceCache* const xattrs_;
   const size_t max_queued_;
+  const absl::Duration dir_hold_;
+  const absl::Duration dir_gap_;
   std::thread thread_;
+  // Owned by the loop thread (read by nobody else).
+  // node -> no directory fallback for it before then
+  absl::flat_hash_map<uint64_t, absl::Time> quiet_until_;
+  absl::flat_hash_map<uint64_t, absl::Time> dir_due_;  // directory -> when to invalidate it
   mutable absl::Mutex mu_;
   std::deque<wire::Invalidation> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread is writing a batch
+  size_t held_back_ ABSL_GUARDED_BY(mu_) = 0;  // dir_due_.size(), for WaitIdle
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);

@@ -34,15 +34,15 @@ std::vector<Invalidation> ChangesOf(const Request& request) {
         if constexpr (std::is_same_v<T, CreateArgs> || std::is_same_v<T, MkdirArgs> ||
                       std::is_same_v<T, MknodArgs> || std::is_same_v<T, SymlinkArgs> ||
                       std::is_same_v<T, UnlinkArgs> || std::is_same_v<T, RmdirArgs>) {
-          // The directory's mtime, size and link count change with its names.
-          return {Entry(node, a.name), Attrs(node)};
+          // Only the name: the kernel marks the directory's attributes stale along with a name
+          // it holds (fuse_reverse_inval_entry -> fuse_dir_changed), without making in-flight
+          // GETATTR replies of the directory void as an INVAL_INODE does; a receiver that did
+          // not hold the name invalidates the directory itself (KernelNotifier).
+          return {Entry(node, a.name)};
         } else if constexpr (std::is_same_v<T, LinkArgs>) {
-          return {Entry(node, a.name), Attrs(node), Attrs(a.oldnodeid)};
+          return {Entry(node, a.name), Attrs(a.oldnodeid)};  // the file's link count and ctime
         } else if constexpr (std::is_same_v<T, RenameArgs>) {
-          std::vector<Invalidation> out = {Entry(node, a.oldname), Entry(a.newdir, a.newname),
-                                           Attrs(node)};
-          if (a.newdir != node) out.push_back(Attrs(a.newdir));
-          return out;
+          return {Entry(node, a.oldname), Entry(a.newdir, a.newname)};
         } else if constexpr (std::is_same_v<T, SetattrArgs>) {
           // A new size drops the cached pages beyond it (from the new end on).
           if (a.in.valid & FATTR_SIZE) return {Data(node, a.in.size, 0)};

@@ -19,9 +19,10 @@
 namespace ringfs::server {
 
 // What `request` changed if it succeeded, in the requesting client's node ids: the names it
-// created, removed or renamed (kEntry on the directory) and the nodes whose attributes or data
-// it changed (kInode, with the written range for data). Empty for requests that change nothing
-// (reads, lookups, opens without O_TRUNC, ...).
+// created, removed or renamed (kEntry on the directory; the directory's own attributes go stale
+// with the name in the receiving kernel, so no kInode of the directory) and the nodes whose
+// attributes or data it changed (kInode, with the written range for data). Empty for requests
+// that change nothing (reads, lookups, opens without O_TRUNC, ...).
 std::vector<wire::Invalidation> ChangesOf(const Request& request);
 
 class Coherence {

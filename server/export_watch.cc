@@ -149,8 +149,9 @@ void ExportWatch::Handle(std::span<const char> events) {
       off += header.len;
     }
     if ((meta.mask & kEntryEvents) != 0 && dir && !name.empty() && name != "." && name != "..") {
+      // The name only, as for a client's create (ChangesOf): the directory's attributes go
+      // stale with it in the receiving kernel.
       changes.push_back({*dir, Invalidation{InvalidationKind::kEntry, 0, -1, 0, name}});
-      changes.push_back({*dir, Invalidation{InvalidationKind::kInode, 0, -1, 0, {}}});
     }
     if ((meta.mask & kNodeEvents) != 0 && node) {
       // A modify does not say which bytes: all of the file's cached data goes.

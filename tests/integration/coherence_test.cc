@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -52,13 +53,14 @@ struct Stat {
   off_t size = 0;
   mode_t mode = 0;
   int64_t mtime_ns = 0;
+  nlink_t nlink = 0;
 };
 
 Stat StatOf(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return {};
   return {true, st.st_size, st.st_mode & 07777,
-          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_nlink};
 }
 
 std::string XattrOf(const std::string& path, const char* name) {
@@ -169,6 +171,7 @@ TEST_P(CoherenceTest, ChangesThroughOneMountAreSeenThroughTheOther) {
     ASSERT_EQ(XattrOf(at("d/file"), "user.k"), "");
   }
   const Stat before = StatOf(B("d/file"));
+  const Stat dir_before = StatOf(B("d"));
 
   // create
   ASSERT_TRUE(WriteFile(A("d/new"), "n"));
@@ -179,6 +182,13 @@ TEST_P(CoherenceTest, ChangesThroughOneMountAreSeenThroughTheOther) {
   // rename
   ASSERT_EQ(rename(A("d/from").c_str(), A("d/to").c_str()), 0);
   Note("rename", WaitSeen([&] { return StatOf(B("d/to")).exists && !StatOf(B("d/from")).exists; }));
+  // The directory's own attributes, after changes of names B never looked up (B's kernel holds
+  // no dentry of them, so the entry invalidation alone does not reach the directory).
+  ASSERT_TRUE(WriteFile(A("d/unseen"), "u"));
+  Note("create-dir-mtime",
+       WaitSeen([&] { return StatOf(B("d")).mtime_ns != dir_before.mtime_ns; }));
+  ASSERT_EQ(mkdir(A("d/sub").c_str(), 0755), 0);
+  Note("mkdir-dir-nlink", WaitSeen([&] { return StatOf(B("d")).nlink == dir_before.nlink + 1; }));
   // write: size, mtime and data (B read the old data into its page cache)
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a distinct mtime
   ASSERT_TRUE(WriteFile(A("d/file"), "new contents, longer"));
@@ -202,6 +212,63 @@ TEST_P(CoherenceTest, ChangesThroughOneMountAreSeenThroughTheOther) {
   EXPECT_TRUE(StatOf(C("d/from")).exists);
   EXPECT_EQ(StatOf(C("d/file")).size, static_cast<off_t>(std::string("old contents").size()));
   EXPECT_EQ(StatOf(C("d/file")).mode, 0644u);
+}
+
+// Regression (stale-directory-mode EACCES): d is 0700 in B's cache; A widens it to 0755 while
+// another process keeps creating and removing names in d through A. Each of those name changes
+// used to push B an INVAL_INODE of d, which makes B's kernel drop the GETATTR reply of d in
+// flight (fuse_reverse_inval_inode bumps attr_version); fuse_permission does not refresh twice,
+// so a non-root walk through B/d was checked against the stale 0700 (with 60 tries and the old
+// server: 4 and 7 EACCES with a ring B, 0 with a classic B; 0 now).
+TEST_P(CoherenceTest, AWidenedDirectoryIsEnteredWhileAnotherMountCreatesInIt) {
+  constexpr uid_t kNobody = 65534;
+  constexpr int kTries = 200;
+  ASSERT_EQ(mkdir(A("d").c_str(), 0700), 0);
+  ASSERT_TRUE(WriteFile(A("d/f"), "f"));
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    for (unsigned i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      const std::string name = A("d/c" + std::to_string(i % 8));
+      int fd = open(name.c_str(), O_CREAT | O_WRONLY, 0600);
+      if (fd >= 0) close(fd);
+      unlink(name.c_str());
+    }
+  });
+  int denied = 0;
+  std::string failures;
+  for (int i = 0; i < kTries && failures.empty(); ++i) {
+    ASSERT_EQ(chmod(A("d").c_str(), 0700), 0);
+    if (WaitSeen([&] { return StatOf(B("d")).mode == 0700; }).count() < 0) {
+      failures = "B never saw 0700";
+      break;
+    }
+    ASSERT_EQ(chmod(A("d").c_str(), 0755), 0);
+    // root's stat through B reports 0755 once B was told (even when B's kernel then dropped
+    // that reply and kept 0700 cached: stat reports the reply it got).
+    if (WaitSeen([&] { return StatOf(B("d")).mode == 0755; }).count() < 0) {
+      failures = "B never saw 0755";
+      break;
+    }
+    const std::string f = B("d/f");
+    std::string result = RunAsUser(kNobody, kNobody, [&]() -> std::string {
+      int fd = open(f.c_str(), O_RDONLY);
+      if (fd >= 0) {
+        close(fd);
+        return "";
+      }
+      return errno == EACCES ? "EACCES" : std::string("open: ") + std::strerror(errno);
+    });
+    if (result == "EACCES") {
+      ++denied;
+    } else if (!result.empty()) {
+      failures = result;
+    }
+  }
+  stop = true;
+  churn.join();
+  EXPECT_EQ(failures, "");
+  EXPECT_EQ(denied, 0) << "uid " << kNobody << " was denied B/d/f after d became 0755, in "
+                       << denied << " of " << kTries << " tries";
 }
 
 // ringfs-mount answers the kernel's GETXATTR of security.capability itself for nodes known to
