@@ -15,6 +15,20 @@
 
 namespace ringfs::frontend {
 
+// How the ring's entries are sized and kept (mount options queue_depth, initial_depth,
+// ring_queues, idle_pages; see the README, "Ring memory").
+struct EntriesConfig {
+  uint32_t depth = 16;         // most entries a queue may have
+  uint32_t initial_depth = 1;  // entries each registered queue starts with
+  size_t payload_bytes = 0;    // each entry's payload (the kernel's minimum for this mount)
+  // The kernel offered FUSE_URING_REDUCED_Q and we agreed: only the active set's queues get
+  // entries (a queue joins when its CPU joins the active set). Otherwise every possible CPU's.
+  bool reduced_queues = false;
+  // Rings with IORING_SETUP_DEFER_TASKRUN, so that workers can return the large-payload pages of
+  // entries idle in the kernel (RingWorker::SweepIdleEntries); idle_pages=keep: plain rings.
+  bool return_idle_pages = true;
+};
+
 // Indexed like Topology::cpus() (index = position of the CPU / kernel qid in that list).
 struct EngineState {
   uint64_t epoch = 0;

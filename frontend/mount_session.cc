@@ -282,7 +282,8 @@ absl::Status MountSession::StartWorkers() {
   QueueEngine::Entries entries{.depth = options_.queue_depth,
                                .initial_depth = options_.initial_depth,
                                .payload_bytes = kRingPayloadBytes,
-                               .reduced_queues = init_.reduced_queues};
+                               .reduced_queues = init_.reduced_queues,
+                               .return_idle_pages = options_.return_idle_pages};
   engine_ = std::make_unique<QueueEngine>(
       std::move(topology), fuse_fd_.get(), entries,
       [this](uint32_t queue) { return MakeBackendConfig(queue, options_.queue_depth); });

@@ -32,8 +32,7 @@ QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
     stats_.push_back(std::make_unique<WorkerStats>(shared_.topology.size()));
     workers_.push_back(std::make_unique<RingWorker>(static_cast<int>(i), &shared_,
                                                     stats_.back().get(),
-                                                    backend_factory_(cpu), entries_.depth,
-                                                    entries_.initial_depth));
+                                                    backend_factory_(cpu), entries_));
   }
 }
 

@@ -25,14 +25,7 @@ class QueueEngine {
  public:
   using BackendFactory = std::function<BackendConfig(uint32_t queue)>;
 
-  struct Entries {
-    uint32_t depth = 16;         // most entries a queue may have (mount option queue_depth)
-    uint32_t initial_depth = 1;  // entries each registered queue starts with (initial_depth)
-    size_t payload_bytes = 0;    // each entry's payload (the kernel's minimum for this mount)
-    // The kernel offered FUSE_URING_REDUCED_Q and we agreed: only the active set's queues get
-    // entries (a queue joins when its CPU joins the active set). Otherwise every possible CPU's.
-    bool reduced_queues = false;
-  };
+  using Entries = EntriesConfig;
 
   QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
               BackendFactory backend_factory);

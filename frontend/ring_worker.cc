@@ -45,14 +45,15 @@ unsigned RoundUpToPowerOfTwo(size_t value) {
 }  // namespace
 
 RingWorker::RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats,
-                       BackendConfig backend, uint32_t depth, uint32_t initial_depth)
+                       BackendConfig backend, const EntriesConfig& entries)
     : index_(cpu_index),
       cpu_(shared->topology.cpus()[cpu_index]),
       shared_(shared),
       stats_(stats),
       backend_config_(std::move(backend)),
-      depth_(depth),
-      initial_depth_(std::min(initial_depth, depth)),
+      depth_(entries.depth),
+      initial_depth_(std::min(entries.initial_depth, entries.depth)),
+      return_idle_pages_(entries.return_idle_pages),
       rng_(0x9e3779b97f4a7c15ULL ^ static_cast<uint64_t>(cpu_index)) {}
 
 RingWorker::~RingWorker() {
@@ -96,14 +97,17 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   // DEFER_TASKRUN (with SINGLE_ISSUER, which this thread-owned ring obeys anyway): completions
   // and the kernel's copies of requests into our entries happen only inside our own
   // io_uring_enter, which is what lets SweepIdleEntries return pages of entries waiting in the
-  // kernel. Kernels before 6.1 refuse it; then idle entries are only trimmed at commit.
+  // kernel. Kernels before 6.1 refuse it; then idle entries are only trimmed at commit. It costs a
+  // few percent on 1 MiB writes (the kernel's copy waits for our next enter instead of
+  // interrupting us), which idle_pages=keep buys back (README, "Ring memory").
   const unsigned base_flags = IORING_SETUP_SQE128 | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_CQSIZE;
   const unsigned cq_entries = RoundUpToPowerOfTwo(2 * (shared_->topology.size() * depth_ + 64));
-  params.flags = base_flags | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  params.flags = base_flags;
+  if (return_idle_pages_) params.flags |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
   params.cq_entries = cq_entries;
   int rc = io_uring_queue_init_params(2 * depth_ + 16, &ring_, &params);
-  defer_taskrun_ = rc == 0;
-  if (rc == -EINVAL) {
+  defer_taskrun_ = rc == 0 && return_idle_pages_;
+  if (rc == -EINVAL && return_idle_pages_) {
     params = io_uring_params{};
     params.flags = base_flags;
     params.cq_entries = cq_entries;

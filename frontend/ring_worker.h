@@ -37,10 +37,10 @@ class RingWorker : public ReplySink {
     std::shared_ptr<std::promise<void>> done;
   };
 
-  // `depth`: most entries a queue may have; `initial_depth`: entries each queue this worker
-  // registers starts with (it grows while its callers keep all of them busy, MaybeGrow).
+  // A queue this worker registers starts with `entries.initial_depth` entries and grows while
+  // its callers keep all of them busy (MaybeGrow), up to `entries.depth`.
   RingWorker(int cpu_index, EngineShared* shared, WorkerStats* stats, BackendConfig backend,
-             uint32_t depth, uint32_t initial_depth);
+             const EntriesConfig& entries);
   ~RingWorker() override;
 
   // Starts the thread; it registers `initial_depth` new entries for each qid in `register_qids`.
@@ -90,6 +90,7 @@ class RingWorker : public ReplySink {
   BackendConfig backend_config_;
   const uint32_t depth_;
   const uint32_t initial_depth_;
+  const bool return_idle_pages_;
 
   io_uring ring_{};
   bool ring_initialized_ = false;

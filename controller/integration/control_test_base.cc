@@ -201,6 +201,14 @@ CommandResult ControlTest::Ctl(const std::vector<std::string>& args) const {
   return RunCtl(argv);
 }
 
+control::QueueInfo QueueOf(const control::QueueState& state, uint32_t qid) {
+  for (const auto& queue : state.queues()) {
+    if (queue.qid() == qid) return queue;
+  }
+  ADD_FAILURE() << "no queue " << qid;
+  return {};
+}
+
 control::QueueState ListQueuesOrFail(control::QueueControl::Stub* stub) {
   grpc::ClientContext context;
   control::QueueState state;

@@ -72,4 +72,7 @@ class ControlTest : public ringfs::testing::RingfsTestBase {
 // ListQueues over `stub`; a failed call is a test failure (and an empty state).
 control::QueueState ListQueuesOrFail(control::QueueControl::Stub* stub);
 
+// The queue `qid` of `state`; a missing one is a test failure (and an empty QueueInfo).
+control::QueueInfo QueueOf(const control::QueueState& state, uint32_t qid);
+
 }  // namespace ringfs::controller::testing

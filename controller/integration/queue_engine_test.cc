@@ -146,14 +146,6 @@ TEST_F(QueueEngineTest, ActiveSetSwitchedTwentyTimesUnderLoadLosesNothing) {
   EXPECT_GT(handoffs, 0u);
 }
 
-control::QueueInfo QueueOf(const control::QueueState& state, uint32_t qid) {
-  for (const auto& queue : state.queues()) {
-    if (queue.qid() == qid) return queue;
-  }
-  ADD_FAILURE() << "no queue " << qid;
-  return {};
-}
-
 uint32_t EntriesHeld(const control::QueueState& state) {
   uint32_t held = 0;
   for (const auto& queue : state.queues()) held += queue.entries_held();

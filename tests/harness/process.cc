@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -151,6 +152,27 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+bool StopAndWait(ChildProcess* process, std::chrono::milliseconds timeout) {
+  process->Signal(SIGSTOP);
+  const std::string tasks = "/proc/" + std::to_string(process->pid()) + "/task";
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool all = true;
+    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+      std::ifstream in(task.path() / "stat");
+      std::string line;
+      std::getline(in, line);
+      // The state follows the command name, which is in parentheses and may contain spaces.
+      size_t paren = line.rfind(')');
+      all = all && paren != std::string::npos && paren + 2 < line.size() &&
+            line[paren + 2] == 'T';
+    }
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 }  // namespace ringfs::testing

@@ -60,4 +60,10 @@ std::optional<int> RunCommand(const std::vector<std::string>& argv, const std::s
 // Whole file as a string ("" when missing).
 std::string ReadFileOrEmpty(const std::string& path);
 
+// Sends SIGSTOP and waits (up to `timeout`) until every thread of the process is stopped: SIGSTOP
+// takes effect as each thread is next scheduled, and no request may be answered after a test
+// believes the server stopped. False on timeout.
+bool StopAndWait(ChildProcess* process,
+                 std::chrono::milliseconds timeout = std::chrono::seconds(2));
+
 }  // namespace ringfs::testing

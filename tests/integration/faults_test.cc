@@ -54,29 +54,6 @@ char ProcessState(pid_t pid) {
   return paren + 2 < line.size() ? line[paren + 2] : 0;
 }
 
-// SIGSTOP takes effect as each thread is next scheduled: wait (2 s) until every thread of `pid`
-// is stopped, so no request is answered after the test believes the server stopped.
-bool StopAndWait(ChildProcess* process) {
-  process->Signal(SIGSTOP);
-  const std::string tasks = "/proc/" + std::to_string(process->pid()) + "/task";
-  auto deadline = Clock::now() + seconds(2);
-  while (Clock::now() < deadline) {
-    bool all = true;
-    for (const auto& task : std::filesystem::directory_iterator(tasks)) {
-      std::ifstream in(task.path() / "stat");
-      std::string line;
-      std::getline(in, line);
-      size_t paren = line.rfind(')');
-      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
-        all = false;
-      }
-    }
-    if (all) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return false;
-}
-
 // Forks a child that reads from `fd` (opened O_DIRECT by the parent, so the READ itself reaches
 // the server) and exits with the read's errno (0 on success). SIGUSR1 is caught without
 // SA_RESTART, so a read the kernel interrupts returns EINTR.

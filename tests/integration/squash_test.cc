@@ -16,8 +16,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -284,29 +282,7 @@ TEST_P(NoManageGidsTest, TheServerRefusesWhatOnlyASupplementaryGroupAllows) {
 // reply, so a non-root caller was checked against mode 0000. ringfs-mount now primes the root's
 // attributes before the mount is ready: on a fresh mount a non-root caller gets through the
 // root without the kernel asking the server anything.
-class FreshMountTest : public MountedTest {
- protected:
-  // SIGSTOP takes effect as each thread is next scheduled: waits (2 s) until all are stopped.
-  static bool StopAndWait(ChildProcess* process) {
-    process->Signal(SIGSTOP);
-    const std::string tasks = "/proc/" + std::to_string(process->pid()) + "/task";
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (std::chrono::steady_clock::now() < deadline) {
-      bool all = true;
-      for (const auto& task : std::filesystem::directory_iterator(tasks)) {
-        std::ifstream in(task.path() / "stat");
-        std::string line;
-        std::getline(in, line);
-        size_t paren = line.rfind(')');
-        all = all && paren != std::string::npos && paren + 2 < line.size() &&
-              line[paren + 2] == 'T';
-      }
-      if (all) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return false;
-  }
-};
+class FreshMountTest : public MountedTest {};
 
 TEST_P(FreshMountTest, ANonRootCallerGetsThroughTheRootWithoutAskingTheServer) {
   ChildProcess* server = env_->server_process();
