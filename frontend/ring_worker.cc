@@ -30,6 +30,9 @@ uint32_t SentArgument(HandoffKind kind, int target_index) {
 HandoffKind SentKind(uint32_t argument) { return static_cast<HandoffKind>(argument & 1); }
 int SentTarget(uint32_t argument) { return static_cast<int>(argument >> 1); }
 
+// How long a busy worker waits before it looks for a quiet moment to sweep again.
+constexpr int64_t kSweepRetryNs = 50'000'000;
+
 int64_t MonotonicNanos() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
@@ -569,14 +572,16 @@ void RingWorker::TrimPayload(RingEntry* entry) {
 // whose command is still in the kernel has no request in its buffers, and none can arrive until
 // our next enter: its pages beyond the head can be returned. Its last reply, which the kernel
 // has read already, was below the head (kRingTrimAfterNs without a large payload).
+// A busy worker (something to submit or reap) looks again later rather than on every pass: the
+// check must cost no system call on the request path, and an idle one finds its ring quiet.
 void RingWorker::SweepIdleEntries() {
   if (sweep_due_ns_ == 0 || !defer_taskrun_) return;
   const int64_t now = MonotonicNanos();
   if (now < sweep_due_ns_) return;
-  io_uring_submit(&ring_);
   if (io_uring_sq_ready(&ring_) != 0 || io_uring_cq_ready(&ring_) != 0 ||
       io_uring_cq_has_overflow(&ring_)) {
-    return;  // busy: the next loop pass tries again
+    sweep_due_ns_ = now + kSweepRetryNs;
+    return;
   }
   sweep_due_ns_ = 0;
   const size_t count = shared_->registry.size();
