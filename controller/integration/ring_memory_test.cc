@@ -68,7 +68,7 @@ class RingMemoryOneActiveTest : public ControlTest {
  protected:
   ControlSpec Spec() const override {
     ControlSpec spec;
-    spec.extra_mount_options = {"active=0"};
+    spec.extra_mount_options = {"active=0", "idle_pages=return"};
     return spec;
   }
 };
