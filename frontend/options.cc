@@ -215,8 +215,9 @@ std::string Usage() {
   return "usage: ringfs-mount HOST:PORT:/ MOUNTPOINT [-f] [-o OPTION[,OPTION...]]\n"
          "       mount.ringfs HOST:PORT:/ MOUNTPOINT [-sfnv] [-o OPTIONS]\n"
          "options: transport=auto|uring|classic  queue_depth=N (1..128, default 16)\n"
-         "         initial_depth=N (ring entries a queue starts with, default 1; it grows\n"
-         "         to queue_depth while its callers keep every entry busy)\n"
+         "         initial_depth=N (ring entries a queue registers at the start, default\n"
+         "         queue_depth; fewer grow while callers keep every entry busy, but\n"
+         "         requests waiting in the kernel meanwhile wait for the next commit)\n"
          "         ring_queues=auto|all (auto: only the active set's queues when the kernel\n"
          "         offers FUSE_URING_REDUCED_Q)\n"
          "         idle_pages=keep|return (return: pages of large payloads of ring entries\n"
@@ -275,12 +276,10 @@ absl::StatusOr<MountOptions> ParseCommandLine(const std::vector<std::string>& ar
   if (out.tls_cert.empty() != out.tls_key.empty()) {
     return absl::InvalidArgumentError("tls_cert= and tls_key= go together");
   }
+  if (!out.initial_depth_given) out.initial_depth = out.queue_depth;
   if (out.initial_depth > out.queue_depth) {
-    if (out.initial_depth_given) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "initial_depth=%u is above queue_depth=%u", out.initial_depth, out.queue_depth));
-    }
-    out.initial_depth = out.queue_depth;
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "initial_depth=%u is above queue_depth=%u", out.initial_depth, out.queue_depth));
   }
   if (out.hard && out.timeout_given) {
     return absl::InvalidArgumentError(

@@ -39,9 +39,12 @@ struct MountOptions {
   bool read_only = false;
   Transport transport = Transport::kAuto;
   uint32_t queue_depth = 16;  // most ring entries (or /dev/fuse slots) per queue
-  // Ring entries each queue starts with; a queue grows toward queue_depth while its callers keep
-  // all its entries busy (frontend/ring_worker.h MaybeGrow). initial_depth=queue_depth: fixed.
-  uint32_t initial_depth = 1;
+  // Ring entries each queue registers at the start; default (unset): queue_depth. Fewer, and a
+  // queue grows toward queue_depth while its callers keep all its entries busy
+  // (frontend/ring_worker.cc MaybeGrow), but the kernel never hands requests already waiting in a
+  // queue to an entry registered later: they wait for that queue's next commit (README, "Ring
+  // memory"). Registered entries cost no resident memory until they first serve (ring_memory.h).
+  uint32_t initial_depth = 16;
   bool initial_depth_given = false;
   // ring_queues=all: register every possible CPU's queue even when the kernel offers reduced
   // queues (FUSE_URING_REDUCED_Q); auto (default): use them when offered.

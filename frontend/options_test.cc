@@ -47,7 +47,13 @@ TEST(OptionsTest, RingQueueSizing) {
   auto defaults = ParseCommandLine({"host:1:/", "/mnt"}, false);
   ASSERT_TRUE(defaults.ok());
   EXPECT_EQ(defaults->queue_depth, 16u);
-  EXPECT_EQ(defaults->initial_depth, 1u) << "queues start small and grow";
+  EXPECT_EQ(defaults->initial_depth, 16u) << "every queue registers queue_depth entries";
+  auto deep = ParseCommandLine({"host:1:/", "/mnt", "-o", "queue_depth=64"}, false);
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ(deep->initial_depth, 64u) << "initial_depth follows queue_depth unless given";
+  auto growing = ParseCommandLine({"host:1:/", "/mnt", "-o", "initial_depth=1"}, false);
+  ASSERT_TRUE(growing.ok()) << growing.status();
+  EXPECT_EQ(growing->initial_depth, 1u);
   EXPECT_TRUE(defaults->reduced_queues);
   auto fixed = ParseCommandLine(
       {"host:1:/", "/mnt", "-o", "queue_depth=8,initial_depth=8,ring_queues=all"}, false);

@@ -10,6 +10,14 @@
 
 namespace ringfs::frontend {
 
+void MarkServed(RingEntry* entry, size_t payload_bytes) {
+  if (entry->payload_use.served) return;
+  // Populating keeps what the kernel wrote: it only faults in the pages still missing.
+  PopulateWrite(entry->header, kRingHeaderBytes + std::min(kRingResidentHead, payload_bytes));
+  entry->payload_use.served = true;
+  entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
+}
+
 EntryRegistry::EntryRegistry(size_t capacity, size_t payload_bytes)
     : capacity_(capacity),
       payload_bytes_(payload_bytes),
@@ -29,14 +37,11 @@ absl::StatusOr<RingEntry*> EntryRegistry::Create(uint16_t qid) {
   void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return ErrnoError(errno, "mmap ring entry buffers");
-  const size_t head = std::min(kRingResidentHead, payload_bytes_);
-  PopulateWrite(memory, kRingHeaderBytes + head);
   auto entry = std::make_unique<RingEntry>();
   entry->qid = qid;
   entry->header = static_cast<fuse::UringReqHeader*>(memory);
   entry->payload = static_cast<char*>(memory) + kRingHeaderBytes;
-  entry->payload_use.touched = head;
-  entry->resident_bytes.store(EntryResidentBytes(entry->payload_use), std::memory_order_relaxed);
+  entry->payload_use.touched = std::min(kRingResidentHead, payload_bytes_);
   entry->iov[0] = {entry->header, sizeof(fuse::UringReqHeader)};
   entry->iov[1] = {entry->payload, payload_bytes_};
   RingEntry* raw = entry.get();

@@ -3,8 +3,9 @@
 // worker holds it (receives it, takes it in a handoff, or commits it) is its only user at that
 // moment, so the mutable fields need no lock — handoffs over io_uring MSG_RING order the
 // accesses. The registry itself is append-only and safe to read from any thread.
-// Memory: each entry maps a header page and a payload of max_write, of which only the header and
-// a small head are resident until a request needs more (frontend/ring_memory.h).
+// Memory: each entry maps a header page and a payload of max_write; none of it is resident until
+// the entry serves its first request, then only the header and a small head until a request
+// needs more (frontend/ring_memory.h).
 #pragma once
 
 #include <sys/uio.h>
@@ -48,6 +49,11 @@ struct RingEntry {
   std::atomic<int> waiting_on{-1};
 };
 
+// Called by the worker that reaps an entry's first request. The kernel's copy has faulted in
+// what that request used; the header page and the payload head are made resident now, so that
+// small requests never fault afterwards and the accounting matches the pages (ring_memory.h).
+void MarkServed(RingEntry* entry, size_t payload_bytes);
+
 class EntryRegistry {
  public:
   // REQUIRES: capacity ≥ every entry the mount will ever create.
@@ -56,7 +62,8 @@ class EntryRegistry {
   EntryRegistry(const EntryRegistry&) = delete;
   EntryRegistry& operator=(const EntryRegistry&) = delete;
 
-  // Allocates an entry for `qid` with its header and payload buffers. Thread-safe.
+  // Allocates an entry for `qid` with its header and payload buffers, none of them resident yet.
+  // Thread-safe.
   // REQUIRES: the caller is the thread that will register it (first touch places the pages on
   // that thread's NUMA node).
   absl::StatusOr<RingEntry*> Create(uint16_t qid);
@@ -77,6 +84,9 @@ class EntryRegistry {
   size_t payload_bytes() const { return payload_bytes_; }
   size_t capacity() const { return capacity_; }
   size_t size() const { return next_id_.load(std::memory_order_acquire); }
+  // Heap memory of one entry's bookkeeping, resident whether it ever serves or not.
+  // (The entry, its slot and allocation record, and malloc's header.)
+  static constexpr size_t kBookkeepingBytes = sizeof(RingEntry) + 4 * sizeof(void*) + 16;
 
  private:
   struct Allocation {

@@ -1,7 +1,9 @@
 // What a ring entry's buffers cost, and when the pages of large payloads go back to the kernel.
 // The kernel fixes every entry's payload size at the first REGISTER (max_write, 1 MiB), so each
-// entry maps that much; only its header page and a small head of the payload are made resident
-// when it is created, and the rest faults in when a request or reply needs it.
+// entry maps that much. Nothing of it is resident until the entry serves its first request (the
+// kernel gives new requests to the entry committed last, so a queue's cold entries are the ones
+// its callers' concurrency never reached); then its header page and a small head of the payload
+// are made resident, and the rest faults in when a request or reply needs it.
 // Pages are returned only while a worker holds the entry (between the kernel handing it a request
 // and our commit): an entry waiting in the kernel can receive a request at any moment, copied in
 // by task work, and MADV_DONTNEED (or MADV_FREE, which clears the dirty bit) at that moment would
@@ -29,7 +31,8 @@ inline constexpr int64_t kRingTrimAfterNs = 2'000'000'000;
 
 // What one entry's payload has touched; written by the worker holding the entry.
 struct PayloadUse {
-  size_t touched = kRingResidentHead;  // payload bytes possibly resident (a page multiple)
+  bool served = false;                 // false: never served, nothing resident
+  size_t touched = kRingResidentHead;  // payload bytes possibly resident once served (page multiple)
   int64_t last_large_ns = 0;           // when a request or reply last went past the head
 };
 
@@ -44,13 +47,10 @@ std::optional<PayloadRange> PlanPayloadTrim(PayloadUse* use, size_t used, int64_
                                             size_t head = kRingResidentHead,
                                             int64_t trim_after_ns = kRingTrimAfterNs);
 
-// Resident memory of an entry by its accounting: the header page and the touched payload.
-inline uint64_t EntryResidentBytes(const PayloadUse& use) { return kRingHeaderBytes + use.touched; }
-
-// Resident memory of the entries of an idle mount whose `queues` registered queues each have
-// `initial_depth` entries: what every queue costs before its callers make it grow.
-constexpr uint64_t IdleRingEntryBytes(size_t queues, uint32_t initial_depth) {
-  return uint64_t{queues} * initial_depth * (kRingHeaderBytes + kRingResidentHead);
+// Resident memory of an entry by its accounting: none before it served, then the header page and
+// the touched payload.
+inline uint64_t EntryResidentBytes(const PayloadUse& use) {
+  return use.served ? kRingHeaderBytes + use.touched : 0;
 }
 
 // Bytes of [address, address + length) resident now, by mincore(2): the truth the accounting is

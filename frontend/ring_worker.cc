@@ -387,6 +387,7 @@ void RingWorker::OnEntryCompletion(RingEntry* entry, int res) {
   entry->waiting_on.store(-1, std::memory_order_relaxed);
   if (res == 0) {
     if (left_in_kernel <= 0) queue.exhausted.store(true, std::memory_order_relaxed);
+    MarkServed(entry, shared_->registry.payload_bytes());
     entry->request_payload = entry->header->ring_ent_in_out.payload_sz;
     WorkerStats::Add(stats_->ring_requests);
     WorkerStats::Add(stats_->received_by_qid[shared_->topology.IndexOf(entry->qid)]);

@@ -98,11 +98,11 @@ TEST_F(ControlMountTest, ListQueuesReportsEveryPossibleCpuAndTheDefaults) {
     EXPECT_EQ(q.background_limit(), 0u) << "unlimited";
     entries += q.entries_held();
     registered += q.ring_entries();
-    // Each queue starts with one entry and grows only while its callers keep every entry busy.
-    EXPECT_GE(q.ring_entries(), 1u);
-    EXPECT_LE(q.ring_entries(), 16u);
-    // A header page and the 16 KiB resident head per entry (frontend/ring_memory.h).
-    EXPECT_GE(q.ring_memory_bytes(), 20480u * q.ring_entries());
+    // Every queue registers queue_depth entries (16 by default).
+    EXPECT_EQ(q.ring_entries(), 16u);
+    // Nothing for an entry that never served, a header page and the 16 KiB resident head for one
+    // that did (frontend/ring_memory.h).
+    EXPECT_LE(q.ring_memory_bytes(), 20480u * q.ring_entries());
   }
   EXPECT_EQ(entries, registered) << "every registered entry is held by a worker";
   EXPECT_EQ(state.settings().active_cpus_size(), static_cast<int>(possible.size()));
