@@ -16,6 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "common/log.h"
+#include "common/service_notify.h"
 #include "controller/control_server.h"
 #include "controller/frontend_metrics.h"
 #include "frontend/mount_session.h"
@@ -167,7 +168,9 @@ int Main(int argc, char** argv) {
   std::string description = session.Describe();
   RINGFS_LOG_INFO("%s", description);
   ReportToParent("OK " + description + "; unmount with: umount " + options.mountpoint);
+  NotifyServiceManager("READY=1\nSTATUS=" + description);
   session.Run();
+  NotifyServiceManager("STOPPING=1");
   if (metrics) metrics->Stop();
   control.Stop();
   return 0;

@@ -8,6 +8,8 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev liburing-dev libfuse3-dev fuse3 prometheus-cpp-dev libssl-dev
   libgtest-dev libgmock-dev fio attr util-linux procps jq iproute2
+  # sd_notify for the daemons' systemd units; dpkg-dev: dpkg-shlibdeps for the packages (cpack).
+  libsystemd-dev dpkg-dev
   # scripts/thread_safety.sh: clang++ (14 on Debian 12) checks the lock annotations GCC ignores.
   clang
   # scripts/fuzz.sh, scripts/sanitize.sh: clang's libFuzzer, ASan and UBSan runtimes (only

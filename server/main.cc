@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/log.h"
+#include "common/service_notify.h"
 #include "server/flags.h"
 #include "server/server.h"
 
@@ -44,12 +45,14 @@ int main(int argc, char** argv) {
     }
   }
   RINGFS_LOG_INFO("listening on %s, export %s", srv.bound_address(), config->export_dir);
+  NotifyServiceManager("READY=1\nSTATUS=listening on " + srv.bound_address());
   if (config->floor) {
     RINGFS_LOG_WARN("floor mode: READ answers zeros, WRITE discards data (benchmarks only)");
   }
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   RINGFS_LOG_INFO("signal %d: shutting down", signal_number);
+  NotifyServiceManager("STOPPING=1");
   srv.Stop();
   return 0;
 }
