@@ -18,13 +18,18 @@
 #include <iostream>
 #include <cctype>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/harness/ringfs_test.h"
 
@@ -172,6 +177,187 @@ TEST_P(LifecycleTest, SigtermDuringActivityUnmountsAndKeepsAckedData) {
     ASSERT_EQ(memcmp(exported.data() + i * kBlock, want, kBlock), 0) << "block " << i;
   }
 }
+
+// A lazily detached mount (`umount -l`) lives on while files are open on it: the kernel keeps
+// the superblock and the FUSE connection until the last one is closed, and only then ends the
+// connection (fuse_kill_sb_anon -> fuse_conn_destroy: no DESTROY for a fuse mount; the /dev/fuse
+// readers see ENODEV). ringfs-mount serves it until then, every byte right, and then exits by
+// itself. A report blamed ringfs for fio verify errors after `umount -l`; they came from fio
+// reopening its file by path between passes, which after the detach lands on the empty
+// directory underneath (short reads, fio verifies its stale buffer). Both tests hold the
+// mount the way a program must: by descriptors, or with its working directory inside.
+class LazyUnmountTest : public MountedTest {
+ protected:
+  std::chrono::seconds Budget() const override { return seconds(60); }
+
+  // After the caller closed everything: the mount ends by itself, cleanly and soon.
+  void ExpectMountExitsByItself() {
+    auto status = env_->mount_process()->WaitExit(seconds(5));
+    ASSERT_TRUE(status.has_value())
+        << "ringfs-mount still running 5 s after the last file of the detached mount closed";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << DescribeWaitStatus(*status);
+    EXPECT_NE(ReadFileOrEmpty(env_->mount_log()).find("unmounted " + env_->mount_dir()),
+              std::string::npos);
+  }
+};
+
+constexpr size_t kLazyBlock = 1 << 20;  // the largest request: a full ring payload
+constexpr uint64_t kLazyBlocks = 16;
+constexpr int kLazyThreads = 4;  // block b belongs to thread b % kLazyThreads
+
+// Block `block` as written the `generation`-th time: every 8-byte word names both, so a block
+// that comes back with another's data says whose.
+void FillLazyBlock(uint64_t block, uint64_t generation, char* out) {
+  for (size_t at = 0; at < kLazyBlock; at += 8) {
+    uint64_t word = (generation << 40) ^ (block << 28) ^ at ^ 0x6c617a79ULL;
+    memcpy(out + at, &word, 8);
+  }
+}
+
+std::string DescribeLazyMismatch(uint64_t block, uint64_t generation, const char* got,
+                                 const char* want) {
+  for (size_t at = 0; at < kLazyBlock; at += 8) {
+    if (memcmp(got + at, want + at, 8) == 0) continue;
+    uint64_t word;
+    memcpy(&word, got + at, 8);
+    word ^= at ^ 0x6c617a79ULL;
+    return "block " + std::to_string(block) + " generation " + std::to_string(generation) +
+           ": byte " + std::to_string(at) + " holds block " + std::to_string((word >> 28) & 0xfff) +
+           " generation " + std::to_string(word >> 40) + " (or foreign data)";
+  }
+  return "";
+}
+
+struct AlignedBuffer {
+  AlignedBuffer() : data(static_cast<char*>(std::aligned_alloc(4096, kLazyBlock))) {}
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  char* data;
+};
+
+TEST_P(LazyUnmountTest, ServesOpenFilesUntilTheLastCloseThenExits) {
+  const std::string& dir = env_->mount_dir();
+  std::vector<uint64_t> generation(kLazyBlocks, 0);
+  {
+    OpenFds fds;
+    const int fd = ::open(Mnt("held").c_str(), O_RDWR | O_CREAT | O_DIRECT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    fds.Add(fd);
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(dir_fd, 0) << ErrnoName(errno);
+    fds.Add(dir_fd);
+    AlignedBuffer buffer;
+    for (uint64_t block = 0; block < kLazyBlocks; ++block) {
+      FillLazyBlock(block, 0, buffer.data);
+      ASSERT_EQ(PwriteAll(fd, buffer.data, kLazyBlock, block * kLazyBlock), 0);
+    }
+
+    ASSERT_EQ(::umount2(dir.c_str(), MNT_DETACH), 0) << ErrnoName(errno);
+    ASSERT_FALSE(IsMounted(dir));
+
+    // Reads and writes through the held descriptor, on every queue the threads run on.
+    std::atomic<bool> stop{false};
+    std::atomic<long> operations{0};
+    std::mutex failures_mu;
+    std::vector<std::string> failures;
+    auto fail = [&](std::string what) {
+      std::lock_guard<std::mutex> lock(failures_mu);
+      if (failures.size() < 8) failures.push_back(std::move(what));
+      stop = true;
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kLazyThreads; ++t) {
+      threads.emplace_back([&, t] {
+        AlignedBuffer got, want;
+        std::mt19937_64 rng(t + 1);
+        while (!stop.load()) {
+          const uint64_t block = (rng() % (kLazyBlocks / kLazyThreads)) * kLazyThreads + t;
+          const off_t offset = static_cast<off_t>(block * kLazyBlock);
+          if (rng() & 1) {
+            FillLazyBlock(block, generation[block] + 1, want.data);
+            if (int err = PwriteAll(fd, want.data, kLazyBlock, offset); err != 0) {
+              fail("write of block " + std::to_string(block) + ": " + ErrnoName(err));
+              return;
+            }
+            ++generation[block];
+          } else {
+            ssize_t n = PreadAll(fd, got.data, kLazyBlock, offset);
+            if (n != static_cast<ssize_t>(kLazyBlock)) {
+              fail("read of block " + std::to_string(block) + ": " +
+                   (n < 0 ? ErrnoName(static_cast<int>(-n)) : std::to_string(n) + " bytes"));
+              return;
+            }
+            FillLazyBlock(block, generation[block], want.data);
+            if (memcmp(got.data, want.data, kLazyBlock) != 0) {
+              fail(DescribeLazyMismatch(block, generation[block], got.data, want.data));
+              return;
+            }
+          }
+          ++operations;
+        }
+      });
+    }
+    // Lookups and creates through the held directory work too.
+    const int late = ::openat(dir_fd, "late", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    EXPECT_GE(late, 0) << ErrnoName(errno);
+    if (late >= 0) {
+      fds.Add(late);
+      EXPECT_EQ(PwriteAll(late, "after the detach", 16, 0), 0);
+    }
+    // Three seconds of I/O, unless a failure or the end of ringfs-mount cuts them short.
+    WaitFor([&]() { return stop.load() || !env_->mount_process()->Running(); }, seconds(3));
+    stop = true;
+    for (std::thread& thread : threads) thread.join();
+    for (const std::string& failure : failures) ADD_FAILURE() << failure;
+    EXPECT_TRUE(env_->mount_process()->Running())
+        << "ringfs-mount ended while files of the detached mount were open";
+    EXPECT_GE(operations.load(), 20) << "hardly any I/O after the detach";
+    ASSERT_TRUE(failures.empty());
+  }  // the last descriptor closes: the kernel ends the connection
+  ExpectMountExitsByItself();
+  EXPECT_FALSE(IsMounted(dir));
+
+  // What the server has is what the last writes put there.
+  std::string exported = ReadFile(Exp("held"));
+  ASSERT_EQ(exported.size(), kLazyBlocks * kLazyBlock);
+  AlignedBuffer want;
+  for (uint64_t block = 0; block < kLazyBlocks; ++block) {
+    FillLazyBlock(block, generation[block], want.data);
+    ASSERT_EQ(memcmp(exported.data() + block * kLazyBlock, want.data, kLazyBlock), 0)
+        << DescribeLazyMismatch(block, generation[block], exported.data() + block * kLazyBlock,
+                                want.data);
+  }
+  EXPECT_EQ(ReadFile(Exp("late")), "after the detach");
+}
+
+// The reported scenario, done so that fio's reopens stay on the mount: its working directory
+// is inside, and its file name relative.
+TEST_P(LazyUnmountTest, VerifyingFioWithItsCwdInsideRunsToTheEnd) {
+  const std::string& dir = env_->mount_dir();
+  const std::string log = env_->base() + "/fio.log";
+  auto fio = std::async(std::launch::async, [&] {
+    return RunCommand({"/bin/sh", "-c",
+                       "cd '" + dir + "' && exec /usr/bin/fio --name=lazy --filename=lazy.fio "
+                       "--rw=randrw --bs=1M --size=16M --iodepth=16 --ioengine=io_uring "
+                       "--direct=1 --verify=crc32c --time_based --runtime=4"},
+                      log, seconds(40));
+  });
+  // fio has laid its file out and runs (or has failed already, which the end reports).
+  WaitFor([&]() { return ::access(Exp("lazy.fio").c_str(), F_OK) == 0; }, seconds(10));
+  std::this_thread::sleep_for(seconds(1));
+  ASSERT_EQ(::umount2(dir.c_str(), MNT_DETACH), 0) << ErrnoName(errno);
+  std::optional<int> status = fio.get();
+  const std::string output = ReadFileOrEmpty(log);
+  ASSERT_TRUE(status.has_value()) << "fio hangs\n" << output;
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << output;
+  EXPECT_NE(output.find("err= 0"), std::string::npos) << output;
+  EXPECT_EQ(output.find("verify:"), std::string::npos) << output;
+  ExpectMountExitsByItself();
+  EXPECT_FALSE(IsMounted(dir));
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(LazyUnmountTest);
 
 int MountsAt(const std::string& mount_point) {
   int n = 0;
