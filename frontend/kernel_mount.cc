@@ -53,15 +53,6 @@ absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd) {
   return clone;
 }
 
-absl::Status UnmountFuse(const std::string& mountpoint) {
-  if (umount2(mountpoint.c_str(), UMOUNT_NOFOLLOW) == 0) return absl::OkStatus();
-  if (errno == EINVAL || errno == ENOENT) return absl::OkStatus();  // not mounted (any more)
-  if (errno == EBUSY && umount2(mountpoint.c_str(), MNT_DETACH | UMOUNT_NOFOLLOW) == 0) {
-    return absl::OkStatus();
-  }
-  return ErrnoError(errno, absl::StrFormat("umount %s", mountpoint));
-}
-
 namespace {
 
 // mountinfo escapes space, tab, newline and backslash in paths as octal.
@@ -80,6 +71,7 @@ std::string MountinfoEscape(const std::string& path) {
 struct MountEntry {
   std::string point;  // escaped as in mountinfo
   std::string fstype;
+  dev_t device = 0;
 };
 
 // The mount an open file lies on, found by the mount id in /proc/self/fdinfo: unlike fstatfs,
@@ -103,6 +95,10 @@ absl::StatusOr<MountEntry> MountOfFd(int fd) {
     MountEntry entry;
     fields >> id >> parent >> numbers >> root >> entry.point;
     if (id != wanted) continue;
+    unsigned major_number = 0, minor_number = 0;
+    if (sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) == 2) {
+      entry.device = makedev(major_number, minor_number);
+    }
     while (fields >> word && word != "-") {
     }
     fields >> entry.fstype;
@@ -140,6 +136,25 @@ absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint) {
   const std::string pinned = absl::StrFormat("/proc/self/fd/%d", top.get());
   if (umount2(pinned.c_str(), MNT_DETACH) != 0) {
     return ErrnoError(errno, absl::StrFormat("detach the dead ringfs mount on %s", mountpoint));
+  }
+  return true;
+}
+
+absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device) {
+  // Pin what is mounted at the path now: after `umount -l` our mount is no longer there, and
+  // the path may hold another mount by then (a new ringfs mount, anything). Only ours is
+  // detached, through the pinned root. Lazily, because the pin itself keeps it busy: it
+  // goes as soon as nothing uses it, the pin included.
+  UniqueFd top(open(mountpoint.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+  if (!top.valid()) {
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    return ErrnoError(errno, absl::StrFormat("mountpoint %s", mountpoint));
+  }
+  ASSIGN_OR_RETURN(MountEntry mount, MountOfFd(top.get()));
+  if (mount.device != device || mount.point != MountinfoEscape(mountpoint)) return false;
+  const std::string pinned = absl::StrFormat("/proc/self/fd/%d", top.get());
+  if (umount2(pinned.c_str(), MNT_DETACH) != 0) {
+    return ErrnoError(errno, absl::StrFormat("umount %s", mountpoint));
   }
   return true;
 }

@@ -34,9 +34,11 @@ absl::StatusOr<UniqueFd> CloneFuseFd(int fuse_fd);
 // ringfs's to remove.
 absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint);
 
-// Unmounts; falls back to a lazy unmount when the mount is busy, so the mount disappears from
-// the namespace while open files finish. Returns OK when nothing is mounted there.
-absl::Status UnmountFuse(const std::string& mountpoint);
+// Detaches the mount of file system `device` (a MountedDevice() result) from `mountpoint`,
+// lazily: it disappears from the namespace at once and ends when its last open file is closed.
+// Returns false, touching nothing, when the mount at `mountpoint` is not that one: after a
+// `umount -l` the path may hold another mount, which is not ours to remove.
+absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device);
 
 bool UringModuleParameterEnabled();
 

@@ -51,7 +51,7 @@ MountSession::MountSession(MountOptions options, std::string token)
 
 MountSession::~MountSession() {
   if (mounted_ && !ConnectionEnded()) {
-    (void)UnmountFuse(options_.mountpoint);
+    (void)UnmountFuse(options_.mountpoint, device_);
   }
   devfuse_workers_.clear();  // they end once the connection is gone
   if (engine_) engine_->Stop();
@@ -178,7 +178,7 @@ absl::Status MountSession::Start() {
   started_ = std::chrono::steady_clock::now();
   if (!status.ok()) {
     AbortConnection();
-    (void)UnmountFuse(options_.mountpoint);
+    (void)UnmountFuse(options_.mountpoint, device_);
     mounted_ = false;
     return status;
   }
@@ -356,8 +356,16 @@ void MountSession::Run() {
       ++stop_requests;
       if (stop_requests == 1) {
         RINGFS_LOG_INFO("signal %d: unmounting %s", sig, options_.mountpoint);
-        if (absl::Status status = UnmountFuse(options_.mountpoint); !status.ok()) {
-          RINGFS_LOG_ERROR("%s", status.ToString());
+        absl::StatusOr<bool> unmounted = UnmountFuse(options_.mountpoint, device_);
+        if (!unmounted.ok()) {
+          RINGFS_LOG_ERROR("%s", unmounted.status().ToString());
+        } else if (!*unmounted) {
+          // Detached already (umount -l): the kernel ends the connection when the last file
+          // open on it is closed, and whatever the path holds now is not ours.
+          RINGFS_LOG_WARN(
+              "%s no longer holds this mount (unmounted lazily?); serving its open "
+              "files until the last is closed; signal again to abort them",
+              options_.mountpoint);
         }
       } else {
         // The mount is busy (lazily detached) and the user insists: end it now.

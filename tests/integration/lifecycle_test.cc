@@ -15,12 +15,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <iostream>
 #include <cctype>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -338,9 +338,10 @@ TEST_P(LazyUnmountTest, VerifyingFioWithItsCwdInsideRunsToTheEnd) {
   const std::string log = env_->base() + "/fio.log";
   auto fio = std::async(std::launch::async, [&] {
     return RunCommand({"/bin/sh", "-c",
-                       "cd '" + dir + "' && exec /usr/bin/fio --name=lazy --filename=lazy.fio "
-                       "--rw=randrw --bs=1M --size=16M --iodepth=16 --ioengine=io_uring "
-                       "--direct=1 --verify=crc32c --time_based --runtime=4"},
+                       "cd '" + dir +
+                           "' && exec /usr/bin/fio --name=lazy --filename=lazy.fio "
+                           "--rw=randrw --bs=1M --size=16M --iodepth=16 --ioengine=io_uring "
+                           "--direct=1 --verify=crc32c --time_based --runtime=4"},
                       log, seconds(40));
   });
   // fio has laid its file out and runs (or has failed already, which the end reports).
@@ -355,6 +356,53 @@ TEST_P(LazyUnmountTest, VerifyingFioWithItsCwdInsideRunsToTheEnd) {
   EXPECT_EQ(output.find("verify:"), std::string::npos) << output;
   ExpectMountExitsByItself();
   EXPECT_FALSE(IsMounted(dir));
+}
+
+// Regression: after `umount -l` the mountpoint may hold another mount (here a tmpfs; a new
+// ringfs mount in practice). SIGTERM to the old ringfs-mount unmounted that one, by path,
+// while its own detached mount went on serving.
+TEST_P(LazyUnmountTest, SigtermAfterTheDetachLeavesTheNextMountAtThePathAlone) {
+  const std::string& dir = env_->mount_dir();
+  std::optional<OpenFds> fds(std::in_place);
+  const int fd = ::open(Mnt("held").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  fds->Add(fd);
+  ASSERT_EQ(PwriteAll(fd, "before", 6, 0), 0);
+  ASSERT_EQ(::umount2(dir.c_str(), MNT_DETACH), 0) << ErrnoName(errno);
+  ASSERT_EQ(::mount("lazy-next", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=1m"), 0)
+      << ErrnoName(errno);
+  // Whatever happens, the tmpfs goes (Teardown would count it as a mount left behind).
+  struct UnmountTmpfs {
+    std::string dir;
+    ~UnmountTmpfs() {
+      std::optional<MountEntry> top = FindMount(dir);
+      if (top && top->fstype == "tmpfs") ::umount2(dir.c_str(), MNT_DETACH);
+    }
+  } unmount_tmpfs{dir};
+  ASSERT_EQ(WriteFile(dir + "/next", "next"), 0);
+
+  env_->mount_process()->Signal(SIGTERM);
+  WaitFor(
+      [&]() {
+        return ReadFileOrEmpty(env_->mount_log()).find("no longer holds this mount") !=
+                   std::string::npos ||
+               !IsMounted(dir);
+      },
+      seconds(3));
+  std::optional<MountEntry> top = FindMount(dir);
+  ASSERT_TRUE(top.has_value()) << "the next mount at " << dir << " was unmounted";
+  EXPECT_EQ(top->fstype, "tmpfs");
+  EXPECT_EQ(ReadFile(dir + "/next"), "next");
+
+  // The detached mount still serves its open file, until it is closed.
+  EXPECT_TRUE(env_->mount_process()->Running());
+  EXPECT_EQ(PwriteAll(fd, "after", 5, 6), 0);
+  char back[11] = {};
+  EXPECT_EQ(PreadAll(fd, back, sizeof(back), 0), 11);
+  EXPECT_EQ(std::string(back, sizeof(back)), "beforeafter");
+  fds.reset();  // the last file: the kernel ends the connection
+  ExpectMountExitsByItself();
+  EXPECT_EQ(ReadFile(Exp("held")), "beforeafter");
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(LazyUnmountTest);
