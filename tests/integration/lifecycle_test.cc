@@ -305,14 +305,22 @@ TEST_P(LazyUnmountTest, ServesOpenFilesUntilTheLastCloseThenExits) {
       fds.Add(late);
       EXPECT_EQ(PwriteAll(late, "after the detach", 16, 0), 0);
     }
-    // Three seconds of I/O, unless a failure or the end of ringfs-mount cuts them short.
-    WaitFor([&]() { return stop.load() || !env_->mount_process()->Running(); }, seconds(3));
+    // Two seconds and 64 verified operations at least (ring workers run SCHED_IDLE: on a
+    // machine busy with a build they get little), unless a failure or the end of
+    // ringfs-mount cuts them short.
+    const auto io_start = Clock::now();
+    WaitFor(
+        [&]() {
+          return stop.load() || !env_->mount_process()->Running() ||
+                 (Clock::now() - io_start >= seconds(2) && operations.load() >= 64);
+        },
+        seconds(20));
     stop = true;
     for (std::thread& thread : threads) thread.join();
     for (const std::string& failure : failures) ADD_FAILURE() << failure;
     EXPECT_TRUE(env_->mount_process()->Running())
         << "ringfs-mount ended while files of the detached mount were open";
-    EXPECT_GE(operations.load(), 20) << "hardly any I/O after the detach";
+    EXPECT_GE(operations.load(), 64) << "hardly any I/O after the detach";
     ASSERT_TRUE(failures.empty());
   }  // the last descriptor closes: the kernel ends the connection
   ExpectMountExitsByItself();
