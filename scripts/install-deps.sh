@@ -18,8 +18,9 @@ packages=(
   # bench/run.sh compares against sshfs through its own sshd and plots with matplotlib;
   # the Prometheus test scrapes real endpoints with Debian's server.
   sshfs openssh-server openssh-client python3-matplotlib prometheus
-  # tests/deploy/k8s_manifests_test: kubectl kustomize's YAML read as JSON.
-  python3-yaml
+  # tests/deploy/k8s_manifests_test: kubectl kustomize's YAML read as JSON; it_seccomp loads
+  # deploy/k8s's seccomp profile with libseccomp (tests/deploy/seccomp_exec).
+  python3-yaml libseccomp-dev
 )
 
 missing=()

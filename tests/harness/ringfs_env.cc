@@ -120,6 +120,7 @@ RingfsEnv::~RingfsEnv() { Teardown(); }
     argv.push_back("--handle-key");
     argv.push_back(base_ + "/handle.key");
   }
+  argv.insert(argv.begin(), options.wrapper.begin(), options.wrapper.end());
   ::unlink(ready_path.c_str());
   std::string error;
   server = ChildProcess::Spawn(argv, log_path, &error);

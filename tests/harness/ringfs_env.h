@@ -29,6 +29,8 @@ struct ServerOptions {
   int workers = 0;         // 0: server default.
   std::string log_level = "info";
   std::vector<std::string> extra_args;  // Appended to the command line, e.g. {"--admin", ...}.
+  // Put before the server's command line: a launcher that execs it (e.g. seccomp_exec).
+  std::vector<std::string> wrapper;
   // --export-options. The tests act as root on a root-owned export, like on a local disk; the
   // squash tests ask for root_squash (the server's own default) themselves.
   std::string export_options = "no_root_squash";
