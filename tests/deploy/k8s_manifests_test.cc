@@ -67,6 +67,20 @@ std::string Quote(const std::string& s) {
   return quoted + "'";
 }
 
+// A directory of this process for rendered files and stand-ins, removed at exit.
+const std::string& WorkDir() {
+  static const std::string* dir = [] {
+    std::string path = testing::TempDir() + "/k8s_manifests_test.XXXXXX";
+    if (mkdtemp(path.data()) == nullptr) {
+      std::perror("k8s_manifests_test: mkdtemp");
+      std::abort();
+    }
+    std::atexit([] { fs::remove_all(WorkDir()); });
+    return new std::string(path);
+  }();
+  return *dir;
+}
+
 std::string Kubectl() {
   if (const char* given = getenv("RINGFS_KUBECTL"); given != nullptr && *given != '\0') {
     return given;
@@ -81,18 +95,19 @@ std::string Kubectl() {
 // if it does not render.
 std::vector<Value> Render(const std::string& kubectl, const fs::path& dir) {
   std::vector<Value> objects;
-  const std::string yaml_file = testing::TempDir() + "/k8s-render.yaml";
-  const std::string err_file = testing::TempDir() + "/k8s-render.err";
+  const std::string yaml_file = WorkDir() + "/render.yaml";
+  const std::string err_file = WorkDir() + "/render.err";
   std::string out;
   int rc = Shell(Quote(kubectl) + " kustomize " + Quote(dir.string()) + " > " + Quote(yaml_file) +
                      " 2> " + Quote(err_file),
                  &out);
   EXPECT_EQ(rc, 0) << "kubectl kustomize " << dir << " failed: " << ReadFile(err_file);
   if (rc != 0) return objects;
-  rc = Shell("python3 -c 'import sys, json, yaml; json.dump({\"items\": [d for d in "
-             "yaml.safe_load_all(sys.stdin) if d]}, sys.stdout)' < " +
-                 Quote(yaml_file) + " 2> " + Quote(err_file),
-             &out);
+  rc = Shell(
+      "python3 -c 'import sys, json, yaml; json.dump({\"items\": [d for d in "
+      "yaml.safe_load_all(sys.stdin) if d]}, sys.stdout)' < " +
+          Quote(yaml_file) + " 2> " + Quote(err_file),
+      &out);
   EXPECT_EQ(rc, 0) << "YAML to JSON failed (python3-yaml missing? scripts/install-deps.sh): "
                    << ReadFile(err_file);
   if (rc != 0) return objects;
@@ -191,10 +206,18 @@ class K8sManifestsTest : public testing::Test {
     }
     return nullptr;
   }
-  static const Value* ServerPod() { return At(Object("StatefulSet", "ringfs-server"), "spec.template"); }
-  static const Value* ClientPod() { return At(Object("DaemonSet", "ringfs-client"), "spec.template"); }
-  static const Value* ServerContainer() { return Named(At(ServerPod(), "spec.containers"), "server"); }
-  static const Value* ClientContainer() { return Named(At(ClientPod(), "spec.containers"), "mount"); }
+  static const Value* ServerPod() {
+    return At(Object("StatefulSet", "ringfs-server"), "spec.template");
+  }
+  static const Value* ClientPod() {
+    return At(Object("DaemonSet", "ringfs-client"), "spec.template");
+  }
+  static const Value* ServerContainer() {
+    return Named(At(ServerPod(), "spec.containers"), "server");
+  }
+  static const Value* ClientContainer() {
+    return Named(At(ClientPod(), "spec.containers"), "mount");
+  }
   static std::vector<std::string> ServerArgs() { return Strings(At(ServerContainer(), "args")); }
   static std::vector<std::string> ClientArgs() {
     std::vector<std::string> args = Strings(At(ClientContainer(), "args"));
@@ -233,12 +256,13 @@ std::string* K8sManifestsTest::kubectl_ = nullptr;
 std::vector<Value>* K8sManifestsTest::objects_ = nullptr;
 
 TEST_F(K8sManifestsTest, RendersEveryObjectInTheRingfsNamespace) {
-  for (auto [kind, name] : std::vector<std::pair<std::string_view, std::string_view>>{
-           {"Namespace", "ringfs"},
-           {"Secret", "ringfs-token"},
-           {"Service", "ringfs-server"},
-           {"StatefulSet", "ringfs-server"},
-           {"DaemonSet", "ringfs-client"}}) {
+  const std::pair<std::string_view, std::string_view> kExpected[] = {
+      {"Namespace", "ringfs"},
+      {"Secret", "ringfs-token"},
+      {"Service", "ringfs-server"},
+      {"StatefulSet", "ringfs-server"},
+      {"DaemonSet", "ringfs-client"}};
+  for (auto [kind, name] : kExpected) {
     EXPECT_NE(Object(kind, name), nullptr) << kind << " " << name << " not rendered";
   }
   EXPECT_EQ(objects_->size(), 5u);
@@ -289,9 +313,9 @@ TEST_F(K8sManifestsTest, ServerExportsItsVolumeWithFlagsItAccepts) {
   // The export is the StatefulSet's own volume (a PVC per replica).
   const Value* export_mount = Named(At(ServerContainer(), "volumeMounts"), export_dir, "mountPath");
   ASSERT_NE(export_mount, nullptr) << "nothing mounted on " << export_dir;
-  EXPECT_NE(Named(At(sts, "spec.volumeClaimTemplates"), Str(At(export_mount, "name")),
-                  "metadata.name"),
-            nullptr)
+  EXPECT_NE(
+      Named(At(sts, "spec.volumeClaimTemplates"), Str(At(export_mount, "name")), "metadata.name"),
+      nullptr)
       << export_dir << " is not a volumeClaimTemplate";
   // The handle key persists on the volume but outside the export.
   const std::string key = FlagValue(args, "--handle-key");
@@ -321,14 +345,18 @@ TEST_F(K8sManifestsTest, ServerExportsItsVolumeWithFlagsItAccepts) {
 
   // ringfs-server's own parser accepts the command line, with the paths that must exist here
   // (the export, a readable token) pointed at stand-ins.
-  const std::string dir = testing::TempDir() + "/k8s-server-flags";
+  const std::string dir = WorkDir() + "/server-flags";
   fs::create_directories(dir + "/export");
   std::ofstream(dir + "/token") << "0123456789abcdef0123456789abcdef\n";
   std::vector<std::string> local = {"ringfs-server"};
   for (const std::string& arg : args) {
-    if (absl::StartsWith(arg, "--export=")) local.push_back("--export=" + dir + "/export");
-    else if (absl::StartsWith(arg, "--token-file=")) local.push_back("--token-file=" + dir + "/token");
-    else local.push_back(arg);
+    if (absl::StartsWith(arg, "--export=")) {
+      local.push_back("--export=" + dir + "/export");
+    } else if (absl::StartsWith(arg, "--token-file=")) {
+      local.push_back("--token-file=" + dir + "/token");
+    } else {
+      local.push_back(arg);
+    }
   }
   std::vector<const char*> argv;
   for (const std::string& arg : local) argv.push_back(arg.c_str());
@@ -475,7 +503,7 @@ TEST_F(K8sManifestsTest, BothPodsCarryScrapeAnnotationsForTheirMetricsPort) {
     auto get = [&](const std::string& key) {
       auto it = annotations->struct_value().fields().find(key);
       return it == annotations->struct_value().fields().end() ? std::string("<absent>")
-                                                               : it->second.string_value();
+                                                              : it->second.string_value();
     };
     EXPECT_EQ(get("prometheus.io/scrape"), "true");
     EXPECT_EQ(get("prometheus.io/port"), PortOf(p.metrics));
@@ -501,7 +529,7 @@ TEST_F(K8sManifestsTest, TokenIsEmptyHereAndAnOverlayReplacesIt) {
   ASSERT_NE(secret, nullptr);
   EXPECT_EQ(Str(At(secret, "data.token")), "") << "deploy/k8s must not carry a real secret";
 
-  const fs::path site = testing::TempDir() + "/k8s-site";
+  const fs::path site = WorkDir() + "/site";
   fs::remove_all(site);
   fs::create_directories(site);
   std::ofstream(site / "token") << "3f1c0a9e5b7d2c4e6f8a0b1c2d3e4f50\n";

@@ -8,11 +8,10 @@
 //
 // --without drops those names from every rule (e.g. io_uring_setup: the runtimes' default).
 // Names libseccomp does not know are skipped, as runc does; --unknown lists them.
-#include <seccomp.h>
-#include <unistd.h>
-
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
+#include <seccomp.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -67,8 +66,10 @@ scmp_compare Compare(const std::string& op) {
 
 uint32_t Arch(const std::string& name) {
   static const std::pair<const char*, uint32_t> kArchs[] = {
-      {"SCMP_ARCH_X86_64", SCMP_ARCH_X86_64}, {"SCMP_ARCH_X86", SCMP_ARCH_X86},
-      {"SCMP_ARCH_X32", SCMP_ARCH_X32},       {"SCMP_ARCH_AARCH64", SCMP_ARCH_AARCH64},
+      {"SCMP_ARCH_X86_64", SCMP_ARCH_X86_64},
+      {"SCMP_ARCH_X86", SCMP_ARCH_X86},
+      {"SCMP_ARCH_X32", SCMP_ARCH_X32},
+      {"SCMP_ARCH_AARCH64", SCMP_ARCH_AARCH64},
       {"SCMP_ARCH_ARM", SCMP_ARCH_ARM}};
   for (const auto& [text, arch] : kArchs) {
     if (name == text) return arch;
@@ -85,7 +86,8 @@ int main(int argc, char** argv) {
   std::stringstream json;
   json << in.rdbuf();
   Value profile;
-  if (auto s = google::protobuf::util::JsonStringToMessage(json.str(), profile.mutable_struct_value());
+  if (auto s =
+          google::protobuf::util::JsonStringToMessage(json.str(), profile.mutable_struct_value());
       !s.ok()) {
     Fail("bad profile: " + s.ToString());
   }
@@ -116,8 +118,8 @@ int main(int argc, char** argv) {
   if (const Value* archs = Field(profile, "architectures")) {
     for (const Value& arch : archs->list_value().values()) {
       int rc = seccomp_arch_add(filter, Arch(arch.string_value()));
-      if (rc != 0 && rc != -EEXIST) Fail("seccomp_arch_add " + arch.string_value() + ": " +
-                                         std::strerror(-rc));
+      if (rc != 0 && rc != -EEXIST)
+        Fail("seccomp_arch_add " + arch.string_value() + ": " + std::strerror(-rc));
     }
   }
   std::set<std::string> unknown;
@@ -152,7 +154,8 @@ int main(int argc, char** argv) {
     for (const std::string& name : unknown) std::printf("%s\n", name.c_str());
     return 0;
   }
-  if (int rc = seccomp_load(filter); rc != 0) Fail(std::string("seccomp_load: ") + std::strerror(-rc));
+  if (int rc = seccomp_load(filter); rc != 0)
+    Fail(std::string("seccomp_load: ") + std::strerror(-rc));
   seccomp_release(filter);
   execvp(argv[command], argv + command);
   Fail(std::string("exec ") + argv[command] + ": " + std::strerror(errno));
