@@ -194,13 +194,14 @@ class K8sManifestsTest : public testing::Test {
     ASSERT_FALSE(objects_->empty()) << "deploy/k8s rendered no objects";
   }
 
-  // The rendered object of this kind whose name is `name` (or, for generated objects, starts
-  // with `name-`, the hash suffix of kustomize's generators).
+  // The rendered object of this kind named `name`; for a Secret, whose generator appends a
+  // hash, the one named `name-<hash>`.
   static const Value* Object(std::string_view kind, std::string_view name) {
     for (const Value& object : *objects_) {
       if (Str(At(object, "kind")) != kind) continue;
       std::string object_name = Str(At(object, "metadata.name"));
-      if (object_name == name || absl::StartsWith(object_name, std::string(name) + "-")) {
+      if (object_name == name ||
+          (kind == "Secret" && absl::StartsWith(object_name, std::string(name) + "-"))) {
         return &object;
       }
     }
@@ -257,15 +258,13 @@ std::vector<Value>* K8sManifestsTest::objects_ = nullptr;
 
 TEST_F(K8sManifestsTest, RendersEveryObjectInTheRingfsNamespace) {
   const std::pair<std::string_view, std::string_view> kExpected[] = {
-      {"Namespace", "ringfs"},
-      {"Secret", "ringfs-token"},
-      {"Service", "ringfs-server"},
-      {"StatefulSet", "ringfs-server"},
-      {"DaemonSet", "ringfs-client"}};
+      {"Namespace", "ringfs"},          {"Secret", "ringfs-token"},
+      {"Service", "ringfs-server"},     {"Service", "ringfs-server-0"},
+      {"StatefulSet", "ringfs-server"}, {"DaemonSet", "ringfs-client"}};
   for (auto [kind, name] : kExpected) {
     EXPECT_NE(Object(kind, name), nullptr) << kind << " " << name << " not rendered";
   }
-  EXPECT_EQ(objects_->size(), 5u);
+  EXPECT_EQ(objects_->size(), std::size(kExpected));
   for (const Value& object : *objects_) {
     if (Str(At(object, "kind")) == "Namespace") continue;
     EXPECT_EQ(Str(At(object, "metadata.namespace")), kNamespace)
@@ -399,11 +398,29 @@ TEST_F(K8sManifestsTest, ClientMountsOnTheHostWithBidirectionalPropagation) {
   EXPECT_EQ(Str(At(fuse, "hostPath.path")), "/dev/fuse");
   EXPECT_EQ(Str(At(fuse, "hostPath.type")), "CharDevice");
 
-  // The source is replica 0 of the StatefulSet through the headless Service, on its data port.
-  const Value* service = Object("Service", "ringfs-server");
-  EXPECT_EQ(options.server, "ringfs-server-0." + Str(At(service, "metadata.name")) + ":" +
+  // The source is replica 0 through a ClusterIP Service of its own, on the data port: the mount
+  // resolves the name once, and a ClusterIP outlives the pod's IP.
+  const Value* service = Object("Service", "ringfs-server-0");
+  ASSERT_NE(service, nullptr);
+  EXPECT_EQ(options.server, Str(At(service, "metadata.name")) + ":" +
                                 Str(At(Named(At(service, "spec.ports"), "data"), "port")));
+  EXPECT_EQ(options.servers, std::vector<std::string>{options.server});
   EXPECT_EQ(options.export_path, "/");
+  EXPECT_EQ(Str(At(service, "spec.type")), "ClusterIP");
+  EXPECT_NE(Str(At(service, "spec.clusterIP")), "None");
+  EXPECT_EQ(Str(At(Named(At(service, "spec.ports"), "data"), "targetPort")), "data");
+  const Value* selector = At(service, "spec.selector");
+  ASSERT_NE(selector, nullptr);
+  auto pod_name = selector->struct_value().fields().find("statefulset.kubernetes.io/pod-name");
+  ASSERT_NE(pod_name, selector->struct_value().fields().end()) << "not pinned to one replica";
+  EXPECT_EQ(pod_name->second.string_value(),
+            Str(At(Object("StatefulSet", "ringfs-server"), "metadata.name")) + "-0");
+  for (const auto& [key, value] : selector->struct_value().fields()) {
+    if (key == "statefulset.kubernetes.io/pod-name") continue;
+    const auto& labels = At(ServerPod(), "metadata.labels")->struct_value().fields();
+    ASSERT_NE(labels.find(key), labels.end()) << key;
+    EXPECT_EQ(labels.at(key).string_value(), value.string_value()) << key;
+  }
   // Token from the Secret; the node's name as the client's name.
   const std::string token_mount = TokenMountPath(ClientPod(), container);
   ASSERT_FALSE(token_mount.empty()) << "the token Secret is not mounted in the client";
