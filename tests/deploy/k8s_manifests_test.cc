@@ -1,9 +1,9 @@
 // Renders deploy/k8s with `kubectl kustomize` (offline: no cluster is needed or contacted) and
 // checks the objects an operator relies on: the kinds, the headless Service in front of the
-// StatefulSet and the ClusterIP Service the mounts name, the client's Bidirectional host mount, privileges, /dev/fuse, the seccomp profile
-// that allows io_uring, probes, scrape annotations, the token Secret, and that the daemons' real
-// flag parsers accept the rendered command lines. What no test here can show is that a cluster
-// runs them: nothing is applied anywhere.
+// StatefulSet and the ClusterIP Service the mounts name, the client's Bidirectional host mount,
+// privileges, /dev/fuse, the seccomp profile that allows io_uring, probes, scrape annotations,
+// the token Secret, and that the daemons' real flag parsers accept the rendered command lines.
+// What no test here can show is that a cluster runs them: nothing is applied anywhere.
 //
 // The YAML is turned into JSON by python3-yaml (scripts/install-deps.sh) and read into
 // google.protobuf.Value. Without kubectl on PATH (or RINGFS_KUBECTL) every test is skipped.
