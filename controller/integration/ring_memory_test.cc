@@ -73,6 +73,35 @@ void CheckIdleBudget(pid_t mount_pid, control::QueueControl::Stub* stub, int act
          static_cast<unsigned long>(rss / 1024), active, Describe(state).c_str());
 }
 
+// 48 MiB in 1 MiB O_DIRECT writes at depth 16 from CPU 1: 16 of queue 1's entries carry 1 MiB
+// payloads, then rest in the kernel.
+CommandResult WriteABurstFromCpu1(const std::string& fio, const std::string& file) {
+  return RunCapture({fio, "--name=burst", "--thread", "--filename=" + file, "--size=48m",
+                     "--bs=1m", "--rw=write", "--ioengine=io_uring", "--iodepth=16", "--direct=1",
+                     "--cpus_allowed=1"},
+                    std::chrono::seconds(60));
+}
+
+// After a burst on queue 1: its entries rest, and their worker's sweep returns the payload pages
+// 2 s after their last large request (RingWorker::SweepIdleEntries): the queue's accounting
+// comes back to rest and the process's RSS falls by more than `returned`.
+void ExpectQueue1GivesItsPagesBack(pid_t mount_pid, control::QueueControl::Stub* stub,
+                                   uint64_t returned) {
+  const uint64_t rss_busy = ResidentKiB(mount_pid) * 1024;
+  control::QueueState idle;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    idle = ListQueuesOrFail(stub);
+  } while (!AtRest(QueueOf(idle, 1)) && std::chrono::steady_clock::now() < deadline);
+  EXPECT_TRUE(AtRest(QueueOf(idle, 1))) << Describe(idle);
+  const uint64_t rss_idle = ResidentKiB(mount_pid) * 1024;
+  EXPECT_LT(rss_idle + returned, rss_busy) << "the process gave the pages back";
+  EXPECT_LE(rss_idle, 34 * kMiB) << "back within the idle budget of one active CPU";
+  printf("after the burst: %lu KiB resident, idle again: %lu KiB\n",
+         static_cast<unsigned long>(rss_busy / 1024), static_cast<unsigned long>(rss_idle / 1024));
+}
+
 class RingMemoryOneActiveTest : public ControlTest {
  protected:
   ControlSpec Spec() const override {
@@ -109,11 +138,7 @@ TEST_F(RingMemoryKeepTest, IdleEntriesKeepTheirPages) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two CPUs";
   const std::string fio = FindInPath("fio");
   if (fio.empty()) GTEST_SKIP() << "fio is not installed (scripts/install-deps.sh installs it)";
-  CommandResult run = RunCapture(
-      {fio, "--name=keep", "--thread", "--filename=" + mountpoint() + "/keep", "--size=48m",
-       "--bs=1m", "--rw=write", "--ioengine=io_uring", "--iodepth=16", "--direct=1",
-       "--cpus_allowed=1"},
-      std::chrono::seconds(60));
+  CommandResult run = WriteABurstFromCpu1(fio, mountpoint() + "/keep");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(3500));
   auto stub = NewStub();
@@ -128,26 +153,12 @@ TEST_F(RingMemoryOneActiveTest, ABurstsPagesGoBackWhenItsEntriesRest) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs two CPUs";
   const std::string fio = FindInPath("fio");
   if (fio.empty()) GTEST_SKIP() << "fio is not installed (scripts/install-deps.sh installs it)";
-  CommandResult run = RunCapture(
-      {fio, "--name=burst", "--thread", "--filename=" + mountpoint() + "/burst", "--size=48m",
-       "--bs=1m", "--rw=write", "--ioengine=io_uring", "--iodepth=16", "--direct=1",
-       "--cpus_allowed=1"},
-      std::chrono::seconds(60));
+  CommandResult run = WriteABurstFromCpu1(fio, mountpoint() + "/burst");
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
   auto stub = NewStub();
-  const uint64_t rss_busy = ResidentKiB(env_->mount_process()->pid()) * 1024;
   control::QueueState busy = ListQueuesOrFail(stub.get());
   EXPECT_GT(QueueOf(busy, 1).ring_memory_bytes(), 4 * kMiB) << Describe(busy);
-  control::QueueState idle;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
-  do {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    idle = ListQueuesOrFail(stub.get());
-  } while (!AtRest(QueueOf(idle, 1)) && std::chrono::steady_clock::now() < deadline);
-  EXPECT_TRUE(AtRest(QueueOf(idle, 1))) << Describe(idle);
-  const uint64_t rss_idle = ResidentKiB(env_->mount_process()->pid()) * 1024;
-  EXPECT_LT(rss_idle + 4 * kMiB, rss_busy) << "the process gave the pages back";
-  EXPECT_LE(rss_idle, 34 * kMiB) << "back within the idle budget of one active CPU";
+  ExpectQueue1GivesItsPagesBack(env_->mount_process()->pid(), stub.get(), 4 * kMiB);
 }
 
 TEST_F(RingMemoryAllActiveTest, IdleMountStaysWithinTheBudget) {
@@ -205,19 +216,7 @@ TEST_F(RingMemoryGrowTest, AQueueGrowsUnderLoadWithoutLosingAnything) {
   // Then nothing: the entries wait in the kernel, most of them never to be picked again soon (the
   // kernel reuses the most recently committed first). Their worker's sweep returns the 1 MiB
   // payload pages 2 s after their last large request (RingWorker::SweepIdleEntries).
-  const uint64_t rss_busy = ResidentKiB(env_->mount_process()->pid()) * 1024;
-  control::QueueState idle;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(8);
-  do {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    idle = ListQueuesOrFail(stub.get());
-  } while (!AtRest(QueueOf(idle, 1)) && std::chrono::steady_clock::now() < deadline);
-  EXPECT_TRUE(AtRest(QueueOf(idle, 1))) << Describe(idle);
-  const uint64_t rss_idle = ResidentKiB(env_->mount_process()->pid()) * 1024;
-  EXPECT_LT(rss_idle + 8 * kMiB, rss_busy) << "the process gave the pages back";
-  EXPECT_LE(rss_idle, 34 * kMiB) << "back within the idle budget of one active CPU";
-  printf("after the burst: %lu KiB resident, idle again: %lu KiB\n",
-         static_cast<unsigned long>(rss_busy / 1024), static_cast<unsigned long>(rss_idle / 1024));
+  ExpectQueue1GivesItsPagesBack(env_->mount_process()->pid(), stub.get(), 8 * kMiB);
 
   // And the entries still work: the data written before the pages went back reads back right.
   CommandResult verify = run_fio("verify");
