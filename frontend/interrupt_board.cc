@@ -33,7 +33,9 @@ std::vector<uint64_t> InterruptBoard::Pending(uint64_t now_ns) {
 
 void InterruptBoard::ExpireLocked(uint64_t now_ns) {
   const uint64_t keep_ns = std::chrono::nanoseconds(kKeep).count();
-  std::erase_if(posted_, [&](const Posted& p) { return now_ns - p.at_ns > keep_ns; });
+  // Not `now_ns - p.at_ns`: for an entry stamped after now_ns that wraps around and erased a
+  // fresh INTERRUPT, leaving its caller blocked (it_faults HardMountTest burst, classic).
+  std::erase_if(posted_, [&](const Posted& p) { return p.at_ns + keep_ns < now_ns; });
   count_.store(posted_.size(), std::memory_order_release);
 }
 

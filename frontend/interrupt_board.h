@@ -3,6 +3,9 @@
 // worker whose backend channel has the request; that reader posts the unique here and every
 // channel picks up the ones it holds at its next tick (or when the request arrives late).
 // Thread-safe. Entries nobody claims (the request was answered first) expire after kKeep.
+// Times are the callers' own MONOTONIC readings, taken before the lock: across threads they
+// arrive out of order (a reader posts with a `now` older than another reader's entry), so an
+// entry stamped after a caller's `now` is simply not old, never "expired".
 #pragma once
 
 #include <atomic>
