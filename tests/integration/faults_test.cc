@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,22 @@ pid_t ForkReader(int fd, int cpu = -1) {
   alignas(4096) static char buffer[4096];
   ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
   _exit(n < 0 ? (errno & 0x7f) : 0);
+}
+
+// Waits until `pid` sleeps inside pread(2) (/proc/PID/syscall names the call it is blocked in),
+// at most `limit`. A signal that comes before the call is handled in user space and the read
+// then waits for the stopped server forever: on a loaded 2-CPU machine a caller pinned to a busy
+// CPU was seen still runnable, short of its pread, a whole second after fork.
+bool WaitUntilBlockedInRead(pid_t pid, milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/syscall");
+    long number = -1;
+    char state = ProcessState(pid);
+    if ((in >> number) && number == SYS_pread64 && (state == 'S' || state == 'D')) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return false;
 }
 
 // Waits for `pid` to exit; nullopt if it is still there after `limit`.
@@ -260,10 +277,10 @@ TEST_P(HardMountTest, ABurstOfCallersOnOneCpuCanAllBeInterrupted) {
   for (int i = 0; i < 8; ++i) callers.push_back(ForkReader(fd, /*cpu=*/0));
   std::this_thread::sleep_for(milliseconds(1000));
   for (pid_t pid : callers) {
-    char state = ProcessState(pid);
-    EXPECT_TRUE(state == 'S' || state == 'D') << "caller " << pid << " in state " << state;
-    ::kill(pid, SIGUSR1);
+    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
+        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
   }
+  for (pid_t pid : callers) ::kill(pid, SIGUSR1);
   int blocked = 0;
   for (pid_t pid : callers) {
     std::optional<int> status = WaitChild(pid, milliseconds(2500));
