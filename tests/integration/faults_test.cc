@@ -219,8 +219,11 @@ class HardMountTest : public MountedTest {
 
 TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
   ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
-  // Opened first: the callers then wait in the READ itself, an O_DIRECT one, which the kernel
-  // sends as a background request (FUSE_ASYNC_DIO) and still ends on a signal.
+  // Opened first, so no OPEN waits. Each caller then waits in the GETATTR its read sends first
+  // (FUSE_AUTO_INVAL_DATA, and the write above left the size stale; /proc/PID/wchan is
+  // request_wait_answer): a foreground request, which the kernel interrupts. With fresh
+  // attributes the O_DIRECT READ itself would wait, an async-DIO background request that no
+  // signal ends (fuse_direct_IO, state D; README "When the server stops answering").
   int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   ASSERT_GE(fd, 0) << ErrnoName(errno);
   ASSERT_TRUE(StopAndWait(env_->server_process()));
