@@ -10,9 +10,8 @@ namespace {
 constexpr uint32_t kOldestMinor = 36;
 }  // namespace
 
-absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
-                                           bool writeback_cache, bool uring_module_enabled,
-                                           bool reduced_queues) {
+absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, const InitWishes& wishes) {
+  const Transport transport = wishes.transport;
   if (in.major != fuse::kKernelMajor) {
     return absl::FailedPreconditionError(
         absl::StrFormat("kernel speaks FUSE %u.%u; ringfs needs 7.x", in.major, in.minor));
@@ -32,19 +31,20 @@ absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport tra
   // stops asking for security.capability before every write: one GETXATTR round trip per write.
   uint64_t wanted = FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES |
                     FUSE_AUTO_INVAL_DATA | FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO |
-                    FUSE_ASYNC_DIO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |
-                    FUSE_CACHE_SYMLINKS | FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV_V2;
-  if (writeback_cache) wanted |= FUSE_WRITEBACK_CACHE;
+                    FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES | FUSE_CACHE_SYMLINKS |
+                    FUSE_INIT_EXT | FUSE_HANDLE_KILLPRIV_V2;
+  if (wishes.async_dio) wanted |= FUSE_ASYNC_DIO;
+  if (wishes.writeback_cache) wanted |= FUSE_WRITEBACK_CACHE;
 
   bool ring_offered = (offered & fuse::kInitOverIoUring) != 0;
   if (transport != Transport::kClassic) {
     if (ring_offered) {
       wanted |= fuse::kInitOverIoUring;
       decision.use_ring = true;
-      if (reduced_queues) wanted |= fuse::kInitUringReducedQ;
+      if (wishes.reduced_queues) wanted |= fuse::kInitUringReducedQ;
     } else {
       decision.ring_unavailable_reason =
-          uring_module_enabled
+          wishes.uring_module_enabled
               ? "the kernel did not offer FUSE_OVER_IO_URING in INIT"
               : "/sys/module/fuse/parameters/enable_uring is off (echo 1 > it to enable)";
       if (transport == Transport::kUring) {

@@ -27,11 +27,21 @@ struct InitDecision {
   bool reduced_queues = false;
 };
 
+// What the mount asks of INIT (from its options and the machine).
+struct InitWishes {
+  Transport transport = Transport::kAuto;
+  bool writeback_cache = false;
+  bool uring_module_enabled = true;  // /sys/module/fuse/parameters/enable_uring, for the message
+  // Agree to FUSE_URING_REDUCED_Q when the kernel offers it with the ring.
+  bool reduced_queues = true;
+  // FUSE_ASYNC_DIO: the kernel sends O_DIRECT I/O as background requests, in parallel, and the
+  // caller waits for them uninterruptibly (no INTERRUPT for background requests, not even
+  // kill -9). A hard mount, which may wait forever, does without it (MountOptions::hard).
+  bool async_dio = true;
+};
+
 // Fails when the kernel's protocol is too old for the structures ringfs uses, or when
 // transport=uring was asked for and the kernel does not offer the ring.
-// `reduced_queues`: agree to FUSE_URING_REDUCED_Q when the kernel offers it with the ring.
-absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, Transport transport,
-                                           bool writeback_cache, bool uring_module_enabled,
-                                           bool reduced_queues = true);
+absl::StatusOr<InitDecision> NegotiateInit(const fuse_init_in& in, const InitWishes& wishes);
 
 }  // namespace ringfs::frontend

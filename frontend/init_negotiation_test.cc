@@ -18,7 +18,7 @@ fuse_init_in KernelInit(bool offers_ring) {
 }
 
 TEST(InitNegotiationTest, UsesTheRingWhenOffered) {
-  auto decision = NegotiateInit(KernelInit(true), Transport::kAuto, false, true);
+  auto decision = NegotiateInit(KernelInit(true), {.transport = Transport::kAuto});
   ASSERT_TRUE(decision.ok()) << decision.status();
   EXPECT_TRUE(decision->use_ring);
   EXPECT_EQ(decision->reply.flags2 & (fuse::kInitOverIoUring >> 32),
@@ -38,31 +38,47 @@ TEST(InitNegotiationTest, UsesTheRingWhenOffered) {
 // registers the active set's queues only; without it, or with ring_queues=all, every queue.
 TEST(InitNegotiationTest, ReducedQueuesWhenTheKernelOffersThem) {
   fuse_init_in in = KernelInit(true);
-  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true)->reduced_queues)
+  EXPECT_FALSE(NegotiateInit(in, {.transport = Transport::kAuto})->reduced_queues)
       << "mainline 6.18 does not offer it";
   in.flags2 |= static_cast<uint32_t>(fuse::kInitUringReducedQ >> 32);
-  auto reduced = NegotiateInit(in, Transport::kAuto, false, true);
+  auto reduced = NegotiateInit(in, {.transport = Transport::kAuto});
   ASSERT_TRUE(reduced.ok());
   EXPECT_TRUE(reduced->reduced_queues);
   EXPECT_TRUE(reduced->agreed_flags & fuse::kInitUringReducedQ);
-  auto all = NegotiateInit(in, Transport::kAuto, false, true, /*reduced_queues=*/false);
+  auto all = NegotiateInit(in, {.transport = Transport::kAuto, .reduced_queues = false});
   ASSERT_TRUE(all.ok());
   EXPECT_FALSE(all->reduced_queues);
   EXPECT_FALSE(all->agreed_flags & fuse::kInitUringReducedQ) << "the bit is not claimed";
-  auto classic = NegotiateInit(in, Transport::kClassic, false, true);
+  auto classic = NegotiateInit(in, {.transport = Transport::kClassic});
   ASSERT_TRUE(classic.ok());
   EXPECT_FALSE(classic->reduced_queues);
   EXPECT_FALSE(classic->agreed_flags & fuse::kInitUringReducedQ);
 }
 
 TEST(InitNegotiationTest, WritebackCacheIsAnOption) {
-  auto decision = NegotiateInit(KernelInit(true), Transport::kAuto, true, true);
+  auto decision =
+      NegotiateInit(KernelInit(true), {.transport = Transport::kAuto, .writeback_cache = true});
   ASSERT_TRUE(decision.ok());
   EXPECT_TRUE(decision->reply.flags & FUSE_WRITEBACK_CACHE);
 }
 
+// A hard mount may wait for the server forever; with FUSE_ASYNC_DIO its O_DIRECT callers would
+// wait uninterruptibly, even through kill -9. Without it they wait like any request: a signal
+// sends an INTERRUPT, kill -9 ends them.
+TEST(InitNegotiationTest, AsyncDirectIoExceptOnHardMounts) {
+  fuse_init_in in = KernelInit(true);
+  in.flags |= FUSE_ASYNC_DIO;
+  auto soft = NegotiateInit(in, {.transport = Transport::kAuto});
+  ASSERT_TRUE(soft.ok());
+  EXPECT_TRUE(soft->reply.flags & FUSE_ASYNC_DIO);
+  auto hard = NegotiateInit(in, {.transport = Transport::kAuto, .async_dio = false});
+  ASSERT_TRUE(hard.ok());
+  EXPECT_FALSE(hard->reply.flags & FUSE_ASYNC_DIO);
+}
+
 TEST(InitNegotiationTest, AutoFallsBackWithAReason) {
-  auto decision = NegotiateInit(KernelInit(false), Transport::kAuto, false, false);
+  auto decision = NegotiateInit(KernelInit(false),
+                                {.transport = Transport::kAuto, .uring_module_enabled = false});
   ASSERT_TRUE(decision.ok());
   EXPECT_FALSE(decision->use_ring);
   EXPECT_NE(decision->ring_unavailable_reason.find("enable_uring"), std::string::npos);
@@ -70,12 +86,12 @@ TEST(InitNegotiationTest, AutoFallsBackWithAReason) {
 }
 
 TEST(InitNegotiationTest, UringRefusesWithoutTheRing) {
-  auto decision = NegotiateInit(KernelInit(false), Transport::kUring, false, true);
+  auto decision = NegotiateInit(KernelInit(false), {.transport = Transport::kUring});
   EXPECT_EQ(decision.status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(InitNegotiationTest, ClassicNeverAsksForTheRing) {
-  auto decision = NegotiateInit(KernelInit(true), Transport::kClassic, false, true);
+  auto decision = NegotiateInit(KernelInit(true), {.transport = Transport::kClassic});
   ASSERT_TRUE(decision.ok());
   EXPECT_FALSE(decision->use_ring);
   EXPECT_EQ(decision->reply.flags2 & (fuse::kInitOverIoUring >> 32), 0u);
@@ -84,16 +100,16 @@ TEST(InitNegotiationTest, ClassicNeverAsksForTheRing) {
 TEST(InitNegotiationTest, OldOrForeignKernelsAreRefused) {
   fuse_init_in in = KernelInit(false);
   in.minor = 30;
-  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true).ok());
+  EXPECT_FALSE(NegotiateInit(in, {.transport = Transport::kAuto}).ok());
   in = KernelInit(false);
   in.major = 8;
-  EXPECT_FALSE(NegotiateInit(in, Transport::kAuto, false, true).ok());
+  EXPECT_FALSE(NegotiateInit(in, {.transport = Transport::kAuto}).ok());
 }
 
 TEST(InitNegotiationTest, NewerKernelMinorIsCapped) {
   fuse_init_in in = KernelInit(true);
   in.minor = 99;
-  auto decision = NegotiateInit(in, Transport::kAuto, false, true);
+  auto decision = NegotiateInit(in, {.transport = Transport::kAuto});
   ASSERT_TRUE(decision.ok());
   EXPECT_EQ(decision->reply.minor, fuse::kKernelMinor);
 }

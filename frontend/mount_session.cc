@@ -201,9 +201,12 @@ absl::Status MountSession::Negotiate() {
   fuse_init_in init{};
   std::memcpy(&init, buffer.data() + sizeof(in),
               std::min(sizeof(init), static_cast<size_t>(n) - sizeof(in)));
-  absl::StatusOr<InitDecision> decision = NegotiateInit(
-      init, options_.transport, options_.writeback_cache, UringModuleParameterEnabled(),
-      options_.reduced_queues);
+  absl::StatusOr<InitDecision> decision =
+      NegotiateInit(init, {.transport = options_.transport,
+                           .writeback_cache = options_.writeback_cache,
+                           .uring_module_enabled = UringModuleParameterEnabled(),
+                           .reduced_queues = options_.reduced_queues,
+                           .async_dio = !options_.hard || options_.async_dio_on_hard});
   struct {
     fuse_out_header header;
     fuse::InitOut body;

@@ -128,6 +128,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     }
     out->request_timeout = ms;
     out->timeout_given = true;
+  } else if (key == "async_dio") {
+    out->async_dio_on_hard = true;
   } else if (key == "hard") {
     out->hard = true;
   } else if (key == "soft") {
@@ -231,6 +233,8 @@ std::string Usage() {
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"
+         "         async_dio (with hard: parallel direct I/O, 2-3x faster at depth, but\n"
+         "         its callers cannot be interrupted or killed while the server is down)\n"
          "         tls (TLS 1.3 to the server)  tls_ca=PATH (default: system CAs)\n"
          "         tls_cert=PATH tls_key=PATH (client certificate)  tls_name=NAME (default:\n"
          "         the source's host; the server certificate must carry it)\n"

@@ -84,6 +84,10 @@ struct MountOptions {
   std::chrono::milliseconds request_timeout{60000};
   bool timeout_given = false;
   bool hard = false;
+  // FUSE_ASYNC_DIO, always on a soft mount. A hard mount does without it unless `async_dio` is
+  // given: async direct I/O is 2-3x faster at depth, but its callers wait uninterruptibly, kill -9
+  // included, and a hard mount may wait for the server forever (README, "hard").
+  bool async_dio_on_hard = false;
   std::string log_level = "info";
   // Control plane: "" = the default Unix socket /run/ringfs/<escaped mountpoint>.sock,
   // "none" = no control service, else unix:PATH or HOST:PORT (TCP needs control_token_file).

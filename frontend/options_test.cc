@@ -43,6 +43,15 @@ TEST(OptionsTest, MountHelperConvention) {
   EXPECT_TRUE(parsed->read_only);
 }
 
+TEST(OptionsTest, AsyncDirectIoOnHardMountsIsAskedFor) {
+  auto hard = ParseCommandLine({"host:1:/", "/mnt", "-o", "hard"}, false);
+  ASSERT_TRUE(hard.ok()) << hard.status();
+  EXPECT_FALSE(hard->async_dio_on_hard);
+  auto fast = ParseCommandLine({"host:1:/", "/mnt", "-o", "hard,async_dio"}, false);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_TRUE(fast->async_dio_on_hard);
+}
+
 TEST(OptionsTest, RingQueueSizing) {
   auto defaults = ParseCommandLine({"host:1:/", "/mnt"}, false);
   ASSERT_TRUE(defaults.ok());

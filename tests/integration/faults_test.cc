@@ -56,10 +56,9 @@ char ProcessState(pid_t pid) {
   return paren + 2 < line.size() ? line[paren + 2] : 0;
 }
 
-// Forks a child that reads from `fd` (opened O_DIRECT by the parent, so the READ itself reaches
-// the server) and exits with the read's errno (0 on success). SIGUSR1 is caught without
-// SA_RESTART, so a read the kernel interrupts returns EINTR.
-// A child that reads 4 KiB at offset 0 of `fd` (on `cpu` if ≥ 0) and exits with the errno.
+// Forks a child that reads 4 KiB at offset 0 from `fd` (opened O_DIRECT by the parent, so the
+// READ itself reaches the server), on `cpu` if ≥ 0, and exits with the read's errno (0 on
+// success). SIGUSR1 is caught without SA_RESTART, so a read the kernel interrupts returns EINTR.
 pid_t ForkReader(int fd, int cpu = -1) {
   pid_t pid = fork();
   if (pid != 0) return pid;
@@ -271,6 +270,42 @@ TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
 // On classic, two /dev/fuse readers post the burst's INTERRUPTs at once: an entry stamped just
 // after another reader's clock reading was taken for expired and its caller stayed blocked
 // (InterruptBoardTest.AnEntryStampedAfterTheCallersClockIsKept), 2 runs in 20.
+// Direct I/O with fresh attributes: the O_DIRECT READ itself waits for the stopped server. A
+// hard mount does without FUSE_ASYNC_DIO (frontend/init_negotiation.h), so that READ is an
+// ordinary request: a signal interrupts it and kill -9 ends it. With async DIO both callers sat
+// in D state in fuse_direct_IO through SIGUSR1 and SIGKILL, until the server came back.
+TEST_P(HardMountTest, DirectIoCallersCanBeInterruptedAndKilled) {
+  ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
+  int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  // Read once while the server answers: the attributes are fresh, so the callers' reads below
+  // send no GETATTR first and wait in the READ.
+  alignas(4096) static char buffer[4096];
+  ASSERT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  pid_t interrupted = ForkReader(fd);
+  pid_t killed = ForkReader(fd);
+  for (pid_t pid : {interrupted, killed}) {
+    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
+        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
+  }
+  ::kill(interrupted, SIGUSR1);
+  std::optional<int> status = WaitChild(interrupted, milliseconds(2500));
+  EXPECT_TRUE(status.has_value()) << "an O_DIRECT caller ignores a signal: state "
+                                  << ProcessState(interrupted);
+  if (status) EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR)
+      << DescribeWaitStatus(*status);
+  ::kill(killed, SIGKILL);
+  std::optional<int> killed_status = WaitChild(killed, milliseconds(2500));
+  EXPECT_TRUE(killed_status.has_value()) << "an O_DIRECT caller survives kill -9: state "
+                                         << ProcessState(killed);
+  // Let whatever still waits finish, so the test ends either way.
+  env_->server_process()->Signal(SIGCONT);
+  if (!status) WaitChild(interrupted, seconds(10));
+  if (!killed_status) WaitChild(killed, seconds(10));
+  ::close(fd);
+}
+
 TEST_P(HardMountTest, ABurstOfCallersOnOneCpuCanAllBeInterrupted) {
   ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
   int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
