@@ -1,13 +1,10 @@
 // End to end with a real Prometheus: ringfs-server (--metrics) + ringfs-mount (-o metrics=...)
-// and /usr/bin/prometheus (Debian's `prometheus` package, installed by .ci/run's setup) scraping
-// both every second on loopback. A workload runs through the mount, ringfsctl changes the active
+// and /usr/bin/prometheus (Debian's `prometheus` package) scraping both every second on loopback
+// (prometheus_fixture.h). A workload runs through the mount, ringfsctl changes the active
 // set and background limits, and Prometheus' HTTP API must then show the per-queue series with the
 // values that were set, and the server's series.
 #include <gmock/gmock.h>
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -15,7 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
-#include "controller/integration/control_test_base.h"
+#include "controller/integration/prometheus_fixture.h"
 #include "tests/harness/fs_util.h"
 #include "tests/harness/process.h"
 #include "tests/harness/system.h"
@@ -23,152 +20,8 @@
 namespace ringfs::controller::testing {
 namespace {
 
-using ::ringfs::testing::HttpGet;
-
-constexpr char kPrometheus[] = "/usr/bin/prometheus";
-constexpr auto kScrapeWait = std::chrono::seconds(40);
-
-std::string UrlEncode(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += absl::StrFormat("%%%02X", c);
-    }
-  }
-  return out;
-}
-
-struct Sample {
-  std::map<std::string, std::string> labels;
-  double value = 0;
-};
-
-class PrometheusTest : public ControlTest {
+class PrometheusTest : public PrometheusFixture {
  protected:
-  ControlSpec Spec() const override {
-    ControlSpec spec;
-    spec.metrics = true;
-    return spec;
-  }
-
-  void SetUp() override {
-    ASSERT_EQ(access(kPrometheus, X_OK), 0)
-        << kPrometheus << " is missing: install Debian's `prometheus` package "
-        << "(.ci/run's setup does; scripts/install-deps.sh should list it)";
-    StartServerAndMount();
-    if (HasFatalFailure()) return;
-    prom_dir_ = env_->base() + "/prometheus";
-    ASSERT_EQ(mkdir(prom_dir_.c_str(), 0755), 0);
-    std::string config = absl::StrFormat(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: ringfs-frontend\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
-        "  - job_name: ringfs-server\n"
-        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
-        metrics_port(), server_metrics_port_);
-    ASSERT_EQ(ringfs::testing::WriteFile(prom_dir_ + "/prometheus.yml", config), 0);
-    prom_port_ = ringfs::testing::UnusedLoopbackPort();
-    std::string error;
-    prometheus_ = ringfs::testing::ChildProcess::Spawn(
-        {kPrometheus, "--config.file=" + prom_dir_ + "/prometheus.yml",
-         "--storage.tsdb.path=" + prom_dir_ + "/tsdb",
-         "--web.listen-address=127.0.0.1:" + std::to_string(prom_port_), "--log.level=warn"},
-        prom_dir_ + "/prometheus.log", &error);
-    ASSERT_NE(prometheus_, nullptr) << error;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (HttpGet(prom_port_, "/-/ready").empty()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "prometheus did not become ready:\n"
-          << ringfs::testing::ReadFileOrEmpty(prom_dir_ + "/prometheus.log");
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-
-  // ControlTest::SetUp() with one difference: ringfs-server also serves --metrics. (ControlTest
-  // starts the server with the harness defaults and has no hook for more server arguments.)
-  void StartServerAndMount() {
-    RingfsTestBase::SetUp();
-    if (HasFatalFailure() || IsSkipped()) return;
-    ASSERT_TRUE(NewEnv());
-    server_metrics_port_ = ringfs::testing::UnusedLoopbackPort();
-    ringfs::testing::ServerOptions server;
-    server.extra_args = {"--metrics", "127.0.0.1:" + std::to_string(server_metrics_port_)};
-    ASSERT_TRUE(env_->StartServer(server));
-    socket_path_ = env_->base() + "/control.sock";
-    control_address_ = "unix:" + socket_path_;
-    metrics_port_ = ringfs::testing::UnusedLoopbackPort();
-    ringfs::testing::MountOptions options;
-    options.transport = Spec().transport;
-    options.extra = {"control=" + control_address_,
-                     "metrics=127.0.0.1:" + std::to_string(metrics_port_)};
-    ASSERT_TRUE(env_->Mount(options));
-    // The control service and metrics start right after the mount answers.
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (access(socket_path_.c_str(), F_OK) != 0 || HttpGet(metrics_port_, "/metrics").empty() ||
-           HttpGet(server_metrics_port_, "/metrics").empty()) {
-      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-          << "control/metrics endpoints never answered:\n"
-          << env_->DescribeLogs();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
-  void TearDown() override {
-    if (prometheus_) {
-      prometheus_->Signal(SIGTERM);
-      if (!prometheus_->WaitExit(std::chrono::seconds(10))) prometheus_->Kill();
-      prometheus_.reset();
-    }
-    ControlTest::TearDown();  // the mount, the server, the temp tree (with Prometheus' data)
-  }
-
-  // An instant query; the samples of a vector result.
-  std::vector<Sample> Query(const std::string& promql) {
-    std::string body = HttpGet(prom_port_, "/api/v1/query?query=" + UrlEncode(promql));
-    std::vector<Sample> samples;
-    google::protobuf::Struct response;
-    if (body.empty() || !google::protobuf::util::JsonStringToMessage(body, &response).ok()) {
-      ADD_FAILURE() << "query " << promql << " failed: " << body;
-      return samples;
-    }
-    const auto& data = response.fields().at("data").struct_value();
-    for (const auto& item : data.fields().at("result").list_value().values()) {
-      const auto& fields = item.struct_value().fields();
-      Sample sample;
-      for (const auto& [name, value] : fields.at("metric").struct_value().fields()) {
-        sample.labels[name] = value.string_value();
-      }
-      // "value": [timestamp, "number"]
-      const std::string& text = fields.at("value").list_value().values(1).string_value();
-      sample.value = text == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(text);
-      samples.push_back(std::move(sample));
-    }
-    return samples;
-  }
-
-  // The value per `queue` label.
-  std::map<std::string, double> ByQueue(const std::string& promql) {
-    std::map<std::string, double> out;
-    for (const Sample& s : Query(promql)) {
-      auto queue = s.labels.find("queue");
-      if (queue != s.labels.end()) out[queue->second] = s.value;
-    }
-    return out;
-  }
-
-  // Polls until `promql` has at least one sample (e.g. a comparison that holds).
-  bool WaitFor(const std::string& promql) {
-    auto deadline = std::chrono::steady_clock::now() + kScrapeWait;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (!Query(promql).empty()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-    return false;
-  }
-
   void Workload(int cpu, const std::string& tag) {
     std::thread worker([&] {
       ASSERT_TRUE(PinToCpu(cpu));
@@ -187,11 +40,6 @@ class PrometheusTest : public ControlTest {
     CommandResult result = Ctl(args);
     ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   }
-
-  std::string prom_dir_;
-  int prom_port_ = 0;
-  int server_metrics_port_ = 0;
-  std::unique_ptr<ringfs::testing::ChildProcess> prometheus_;
 };
 
 TEST_F(PrometheusTest, PerQueueSeriesAndChangedSettingsReachPrometheus) {
