@@ -231,8 +231,19 @@ TEST_F(MonitoringTest, RulesAndEveryDashboardQueryWorkOnRealMetrics) {
                        << " label on " << selector;
   }
   EXPECT_EQ(variables, 3);
-  std::cout << "evaluated " << rules.size() << " rules, " << exprs.size()
-            << " dashboard queries and " << variables << " variables\n";
+  // Annotation queries (the firing ringfs alerts): they must evaluate; empty is right here.
+  int annotations = 0;
+  const Struct& annotation_list = dashboard.fields().at("annotations").struct_value();
+  for (const Value& annotation : annotation_list.fields().at("list").list_value().values()) {
+    auto expr = annotation.struct_value().fields().find("expr");
+    if (expr == annotation.struct_value().fields().end()) continue;
+    ++annotations;
+    EXPECT_TRUE(Query(SubstituteVariables(expr->second.string_value())).empty())
+        << "an alert fires: " << expr->second.string_value();
+  }
+  EXPECT_EQ(annotations, 1);
+  std::cout << "evaluated " << rules.size() << " rules, " << exprs.size() << " dashboard queries, "
+            << variables << " variables and " << annotations << " annotation queries\n";
 }
 
 }  // namespace
