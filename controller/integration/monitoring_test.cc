@@ -4,7 +4,8 @@
 // deploy/monitoring/ringfs-rules.yml loaded. Every rule must evaluate without error, no alert may
 // fire on this healthy pair, every recording rule (its expression and its recorded series) and
 // every query of deploy/monitoring/grafana-ringfs.json (panel targets and template variables)
-// must return at least one series.
+// must return at least one series. Then the server is stopped (SIGSTOP): RingfsServerDown must
+// become pending and a request through the mount must show as waiting in the kernel.
 #include <dirent.h>
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -135,6 +136,16 @@ class MonitoringTest : public PrometheusFixture {
     return rules;
   }
 
+  // The state of alerting rule `name` ("inactive", "pending", "firing"; "" when missing).
+  std::string AlertState(const std::string& name) {
+    for (const Struct& rule : Rules()) {
+      if (Field(rule, "type") == "alerting" && Field(rule, "name") == name) {
+        return Field(rule, "state");
+      }
+    }
+    return "";
+  }
+
   static std::string Field(const Struct& rule, const std::string& name) {
     auto it = rule.fields().find(name);
     return it == rule.fields().end() ? "" : it->second.string_value();
@@ -242,6 +253,29 @@ TEST_F(MonitoringTest, RulesAndEveryDashboardQueryWorkOnRealMetrics) {
         << "an alert fires: " << expr->second.string_value();
   }
   EXPECT_EQ(annotations, 1);
+  // A server that stops answering, seen for real: its scrapes fail (RingfsServerDown becomes
+  // pending with the real job label; firing takes its 1 minute), and a request through the
+  // mount waits in the kernel (the first half of RingfsMountStalled).
+  ringfs::testing::ChildProcess* server = env_->server_process();
+  ASSERT_TRUE(ringfs::testing::StopAndWait(server));
+  std::thread blocked([&] {
+    struct stat st;
+    ::stat(env_->Mnt("asked-while-stopped").c_str(), &st);  // answered once the server resumes
+  });
+  bool down_pending = false;
+  auto stopped_deadline = std::chrono::steady_clock::now() + kSeriesWait;
+  while (!down_pending && std::chrono::steady_clock::now() < stopped_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    down_pending = AlertState("RingfsServerDown") == "pending";
+  }
+  bool waiting_seen =
+      WaitFor("ringfs_frontend_kernel_waiting{job=\"ringfs-mount\"} > 0", std::chrono::seconds(5));
+  server->Signal(SIGCONT);
+  blocked.join();
+  EXPECT_TRUE(down_pending) << "RingfsServerDown never became pending with the server stopped";
+  EXPECT_TRUE(waiting_seen) << "no request seen waiting in the kernel with the server stopped";
+  EXPECT_TRUE(WaitFor("up{job=\"ringfs-server\"} == 1")) << "the server's scrapes did not resume";
+
   std::cout << "evaluated " << rules.size() << " rules, " << exprs.size() << " dashboard queries, "
             << variables << " variables and " << annotations << " annotation queries\n";
 }
