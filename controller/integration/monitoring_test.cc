@@ -253,6 +253,7 @@ TEST_F(MonitoringTest, RulesAndEveryDashboardQueryWorkOnRealMetrics) {
         << "an alert fires: " << expr->second.string_value();
   }
   EXPECT_EQ(annotations, 1);
+
   // A server that stops answering, seen for real: its scrapes fail (RingfsServerDown becomes
   // pending with the real job label; firing takes its 1 minute), and a request through the
   // mount waits in the kernel (the first half of RingfsMountStalled).
