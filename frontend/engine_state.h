@@ -26,7 +26,7 @@ struct EntriesConfig {
   bool reduced_queues = false;
   // Rings with IORING_SETUP_DEFER_TASKRUN, so that workers can return the large-payload pages of
   // entries idle in the kernel (RingWorker::SweepIdleEntries); idle_pages=keep: plain rings.
-  bool return_idle_pages = true;
+  bool return_idle_pages = false;
 };
 
 // Indexed like Topology::cpus() (index = position of the CPU / kernel qid in that list).

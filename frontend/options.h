@@ -49,10 +49,10 @@ struct MountOptions {
   // ring_queues=all: register every possible CPU's queue even when the kernel offers reduced
   // queues (FUSE_URING_REDUCED_Q); auto (default): use them when offered.
   bool reduced_queues = true;
-  // idle_pages=return (default): ring workers return the large-payload pages of entries idle in
-  // the kernel (DEFER_TASKRUN rings); keep: plain rings, and the pages stay resident until the
-  // entry serves again (a few percent on 1 MiB I/O, at the edge of this VM's noise; README).
-  bool return_idle_pages = true;
+  // idle_pages=return: ring workers return the large-payload pages of entries idle in the kernel
+  // (DEFER_TASKRUN rings, ~8% slower 1 MiB writes); keep (default): plain rings, and the pages
+  // stay resident until the entry serves again (README, "Ring memory").
+  bool return_idle_pages = false;
   // The secret proven to the server (never sent; frontend/client_auth.h), and the name it is
   // listed under in the server's clients file (default: the host name).
   std::string token_file;

@@ -73,10 +73,10 @@ TEST(OptionsTest, RingQueueSizing) {
       ParseCommandLine({"host:1:/", "/mnt", "-o", "queue_depth=4,initial_depth=5"}, false).ok());
   EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "initial_depth=0"}, false).ok());
   EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "ring_queues=some"}, false).ok());
-  EXPECT_TRUE(defaults->return_idle_pages);
-  auto keep = ParseCommandLine({"host:1:/", "/mnt", "-o", "idle_pages=keep"}, false);
-  ASSERT_TRUE(keep.ok());
-  EXPECT_FALSE(keep->return_idle_pages);
+  EXPECT_FALSE(defaults->return_idle_pages);
+  auto ret = ParseCommandLine({"host:1:/", "/mnt", "-o", "idle_pages=return"}, false);
+  ASSERT_TRUE(ret.ok());
+  EXPECT_TRUE(ret->return_idle_pages);
   EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "idle_pages=drop"}, false).ok());
 }
 
