@@ -64,6 +64,10 @@ void Daemonize() {
   }
   close(fds[0]);
   g_ready_pipe = fds[1];
+  // Readiness goes to the parent through the pipe. A service manager waiting on $NOTIFY_SOCKET
+  // runs ringfs-mount with -f (ringfs-mount@.service); a daemon left by mount(8) must not speak
+  // for whatever service happened to start that mount. No thread exists yet: unsetenv is safe.
+  unsetenv("NOTIFY_SOCKET");
   setsid();
   int null = open("/dev/null", O_RDWR);
   if (null >= 0) {

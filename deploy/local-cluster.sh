@@ -33,6 +33,8 @@ done
 
 die() { echo "local-cluster: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, mounts)"
+# The name goes into namespace names and cluster.env, which `down` sources.
+[[ "$name" =~ ^[a-z0-9][a-z0-9-]{0,15}$ ]] || die "--name: lower-case letters, digits, '-' (16 at most)"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="${RINGFS_BIN:-}"
@@ -60,6 +62,11 @@ up() {
   [ "$servers" -ge 1 ] && [ "$servers" -le 50 ] || die "--servers 1..50"
   [ "$clients" -ge 1 ] && [ "$clients" -le 50 ] || die "--clients 1..50"
   [ ! -e "$dir/cluster.env" ] || die "$dir holds a cluster already (down first)"
+  # Namespaces are machine-wide: another cluster's of the same name are not ours to take (or to
+  # delete in the `down` after a failed `up`).
+  if ip netns list | awk '{print $1}' | grep -qE "^$name-(hub|s[0-9]+|c[0-9]+)$"; then
+    die "namespaces $name-* exist already (another cluster? --name picks other names)"
+  fi
   mkdir -p "$dir"
   # What `down` needs, written first so that a failed `up` can be undone.
   printf 'name=%s\nservers=%s\nclients=%s\n' "$name" "$servers" "$clients" > "$dir/cluster.env"
@@ -116,8 +123,10 @@ down() {
   for c in $(seq 1 "$clients"); do
     for s in $(seq 1 "$servers"); do
       local mnt="$dir/c$c/s$s"
-      if mountpoint -q "$mnt"; then
-        umount "$mnt" 2>/dev/null || umount -l "$mnt" || status=1
+      # From mountinfo, not by a stat of the path: a mount whose server is cut off or whose
+      # daemon died answers a stat only after the request timeout, or never.
+      if awk -v m="$mnt" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; then
+        umount -l "$mnt" || status=1
       fi
     done
   done

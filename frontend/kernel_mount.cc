@@ -151,7 +151,10 @@ absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device) {
     return ErrnoError(errno, absl::StrFormat("mountpoint %s", mountpoint));
   }
   ASSIGN_OR_RETURN(MountEntry mount, MountOfFd(top.get()));
-  if (mount.device != device || mount.point != MountinfoEscape(mountpoint)) return false;
+  // Device 0: this mount's device was never learned (MountedDevice failed right after mount(2));
+  // then a ringfs mount at the path is taken for ours rather than leaving ours mounted.
+  const bool ours = device != 0 ? mount.device == device : mount.fstype == "fuse.ringfs";
+  if (!ours || mount.point != MountinfoEscape(mountpoint)) return false;
   const std::string pinned = absl::StrFormat("/proc/self/fd/%d", top.get());
   if (umount2(pinned.c_str(), MNT_DETACH) != 0) {
     return ErrnoError(errno, absl::StrFormat("umount %s", mountpoint));

@@ -37,7 +37,8 @@ absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint);
 // Detaches the mount of file system `device` (a MountedDevice() result) from `mountpoint`,
 // lazily: it disappears from the namespace at once and ends when its last open file is closed.
 // Returns false, touching nothing, when the mount at `mountpoint` is not that one: after a
-// `umount -l` the path may hold another mount, which is not ours to remove.
+// `umount -l` the path may hold another mount, which is not ours to remove. Device 0 (unknown)
+// matches any ringfs mount at the path.
 absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device);
 
 bool UringModuleParameterEnabled();

@@ -167,8 +167,12 @@ absl::Status MountSession::Start() {
   ASSIGN_OR_RETURN(fuse_fd_, MountFuse({options_.source, options_.mountpoint,
                                         options_.read_only}));
   mounted_ = true;
+  // The device identifies this mount for UnmountFuse; right after mount(2) the path holds it.
   if (absl::StatusOr<dev_t> device = MountedDevice(options_.mountpoint); device.ok()) {
     device_ = *device;
+  } else {
+    RINGFS_LOG_WARN("cannot find the new mount of %s in mountinfo: %s", options_.mountpoint,
+                    device.status().message());
   }
   absl::Status status = Negotiate();
   if (status.ok() && options_.invalidations) status = StartNotifier();

@@ -129,6 +129,10 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->request_timeout = ms;
     out->timeout_given = true;
   } else if (key == "async_dio") {
+    // No value: `async_dio=no` must not quietly give callers that cannot be killed.
+    if (has_value) {
+      return absl::InvalidArgumentError("async_dio takes no value (leave it out to go without)");
+    }
     out->async_dio_on_hard = true;
   } else if (key == "hard") {
     out->hard = true;

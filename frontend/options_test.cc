@@ -50,6 +50,7 @@ TEST(OptionsTest, AsyncDirectIoOnHardMountsIsAskedFor) {
   auto fast = ParseCommandLine({"host:1:/", "/mnt", "-o", "hard,async_dio"}, false);
   ASSERT_TRUE(fast.ok()) << fast.status();
   EXPECT_TRUE(fast->async_dio_on_hard);
+  EXPECT_FALSE(ParseCommandLine({"host:1:/", "/mnt", "-o", "hard,async_dio=no"}, false).ok());
 }
 
 TEST(OptionsTest, RingQueueSizing) {

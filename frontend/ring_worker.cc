@@ -178,12 +178,12 @@ absl::Status RingWorker::RegisterNewEntry(uint16_t qid) {
   return absl::OkStatus();
 }
 
-// A queue gets the entries its callers use: when a request took the queue's last entry waiting in
-// the kernel, one more is registered (the kernel accepts REGISTER at any time), up to the depth.
-// So a queue settles at its callers' concurrency plus one, and a CPU that never calls keeps the one
-// entry the kernel needs on every queue. Only active workers add: a retiring worker's ring must
-// empty. The new entry does not take requests already waiting in the kernel (those go to the next
-// committed entry) but serves the next one; nothing waits longer than it did without it.
+// Only with initial_depth < queue_depth (by default every entry is registered at the start and
+// this returns at once): when a request took the queue's last entry waiting in the kernel, one
+// more is registered (the kernel accepts REGISTER at any time), up to the depth, so a queue
+// settles at its callers' concurrency plus one. Only active workers add: a retiring worker's ring
+// must empty. The new entry does not take requests already waiting in the kernel: those wait for
+// the queue's next commit, which a stopped server never gives (README, "Ring memory").
 void RingWorker::MaybeGrow(uint16_t qid) {
   if (!active_ || stopping_) return;
   QueueEntries& queue = shared_->entries[shared_->topology.IndexOf(qid)];

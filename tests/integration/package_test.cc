@@ -6,7 +6,9 @@
 // This machine has no systemd as PID 1, so the units are verified, not started; the notify
 // protocol is checked against a socket of the test, as systemd would listen on.
 // It installs into the real system: it skips if ringfs packages are already installed (an
-// operator's install is never touched) and always purges what it installed.
+// operator's install is never touched) and always purges what it installed. On a host whose
+// PID 1 is systemd the client's postinst also starts ringfs-uring.service, which turns
+// enable_uring on for the machine, as it does for an operator (this suite sets it anyway).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -122,15 +125,20 @@ class PackageTest : public ::testing::Test {
 
   void Purge() {
     Outcome purge = RunWith({"/usr/bin/apt-get", "purge", "-y", "ringfs-server", "ringfs-client"},
-                        dir_ + "/purge.log", seconds(120));
+                            dir_ + "/purge.log", seconds(90));
     EXPECT_EQ(purge.exit_code, 0) << purge.output;
     installed_ = false;
   }
 
+  // Every step within the test's budget, so that the purge in TearDown always has its time
+  // before ctest's TIMEOUT (420 s) would kill the test with the packages installed.
   Outcome Sh(const std::vector<std::string>& argv, seconds timeout = seconds(60)) {
-    return RunWith(argv, dir_ + "/cmd.log", timeout);
+    auto left = std::chrono::duration_cast<seconds>(deadline_ - Clock::now());
+    return RunWith(argv, dir_ + "/cmd.log", std::max(seconds(1), std::min(timeout, left)));
   }
 
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline_ = Clock::now() + seconds(300);
   std::string dir_;
   bool installed_ = false;
   std::unique_ptr<ChildProcess> server_;
@@ -202,12 +210,15 @@ TEST_F(PackageTest, BuildInstallVerifyMountUnmountPurge) {
   while (!address.empty() && std::isspace(static_cast<unsigned char>(address.back()))) address.pop_back();
   ASSERT_FALSE(address.empty());
 
-  // mount -t ringfs: mount(8) runs /sbin/mount.ringfs, which returns once the mount answers and
-  // leaves its daemon, which tells the service manager too.
+  // The mount as ringfs-mount@.service runs it (-f, Type=notify): READY=1 once it answers,
+  // STOPPING=1 when it is unmounted, then it exits.
   const std::string mnt = dir_ + "/mnt";
-  Outcome mount = Sh({"/bin/mount", "-t", "ringfs", address + ":/", mnt, "-o", "control=none"});
-  ASSERT_EQ(mount.exit_code, 0) << mount.output;
-  EXPECT_TRUE(notify.WaitFor("READY=1", seconds(10), &seen)) << seen;
+  std::unique_ptr<ChildProcess> service =
+      ChildProcess::Spawn({"/usr/sbin/ringfs-mount", address + ":/", mnt, "-f", "-o", "control=none"},
+                          dir_ + "/mount.log", &error);
+  ASSERT_NE(service, nullptr) << error;
+  EXPECT_TRUE(notify.WaitFor("READY=1", seconds(10), &seen))
+      << seen << ReadFileOrEmpty(dir_ + "/mount.log");
   {
     std::ofstream(mnt + "/hello") << "from the package";
   }
@@ -215,6 +226,20 @@ TEST_F(PackageTest, BuildInstallVerifyMountUnmountPurge) {
   Outcome umount = Sh({"/bin/umount", mnt});
   EXPECT_EQ(umount.exit_code, 0) << umount.output;
   EXPECT_TRUE(notify.WaitFor("STOPPING=1", seconds(10), &seen)) << seen;
+  std::optional<int> service_exit = service->WaitExit(seconds(10));
+  ASSERT_TRUE(service_exit.has_value()) << "ringfs-mount -f outlived its unmount";
+  EXPECT_TRUE(WIFEXITED(*service_exit) && WEXITSTATUS(*service_exit) == 0)
+      << DescribeWaitStatus(*service_exit);
+
+  // mount -t ringfs: mount(8) runs /sbin/mount.ringfs, which returns once the mount answers and
+  // leaves its daemon. That daemon is no service's main process: it sends nothing to the
+  // service manager of whoever ran mount(8).
+  Outcome mount = Sh({"/bin/mount", "-t", "ringfs", address + ":/", mnt, "-o", "control=none"});
+  ASSERT_EQ(mount.exit_code, 0) << mount.output;
+  EXPECT_EQ(ReadFileOrEmpty(mnt + "/hello"), "from the package");
+  umount = Sh({"/bin/umount", mnt});
+  EXPECT_EQ(umount.exit_code, 0) << umount.output;
+  EXPECT_FALSE(notify.WaitFor("READY=1", seconds(1), &seen)) << seen;
   unsetenv("NOTIFY_SOCKET");
 
   // An fstab line with the options of the shipped example (_netdev, x-systemd.*: for mount(8)
