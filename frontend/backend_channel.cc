@@ -227,6 +227,8 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   }
   r.xattr_ticket = 0;
   if (config_.xattrs != nullptr) NoteXattrRequest(r);
+  r.dir_ticket =
+      config_.dirs != nullptr && header.opcode == FUSE_MKDIR ? config_.dirs->Ticket() : 0;
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
@@ -522,6 +524,14 @@ void BackendChannel::Install(ServerSession session) {
                     config_.queue, config_.address.text);
   }
   invalidations_on_ = session.invalidations;
+  if (config_.dirs != nullptr) {
+    // Without pushes nothing stays known; after a reconnect pushes may have been lost.
+    if (!session.invalidations) {
+      config_.dirs->Disable();
+    } else if (ever_connected_) {
+      config_.dirs->Reset();
+    }
+  }
   server_max_inflight_ = session.max_inflight;
   state_ = State::kUp;
   if (ever_connected_ && session.instance_id != server_instance_ && config_.binding == nullptr) {
@@ -670,6 +680,8 @@ void BackendChannel::Fail(std::string_view why) {
                   config_.queue, config_.address.text, why, on_wire_);
   shutdown(fd_.get(), SHUT_RDWR);  // completes the outstanding receive and send
   state_ = State::kDraining;
+  // Pushes may be lost from now on: no directory stays known complete.
+  if (config_.dirs != nullptr) config_.dirs->Reset();
   down_since_ns_ = MonotonicNs();
   if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
 }
@@ -901,11 +913,21 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   --live_;
   if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
   r.xattr_ticket = 0;
-  if (error == 0 && origin == ReplyOrigin::kServer && config_.ledger != nullptr) {
-    // The kernel gets this reply: what it now holds (node lookups, open files) is recorded.
+  if (r.dir_ticket != 0 && error == 0 && origin == ReplyOrigin::kServer &&
+      body >= sizeof(fuse_entry_out)) {
+    // Before the kernel learns the new directory: nothing can be created in it yet.
+    fuse_entry_out entry;
+    std::memcpy(&entry, r.reply.body, sizeof(entry));
+    if (entry.nodeid != 0) config_.dirs->RecordCreated(entry.nodeid, r.dir_ticket, MonotonicNs());
+  }
+  r.dir_ticket = 0;
+  if (error == 0 && origin == ReplyOrigin::kServer) {
     const void* op_in = r.iovcnt > 1 ? r.iov[1].iov_base : nullptr;
     size_t op_in_size = r.iovcnt > 1 ? r.iov[1].iov_len : 0;
-    config_.ledger->OnReply(r.header, op_in, op_in_size, r.reply.body, body);
+    // The kernel gets this reply: what it now holds (node lookups, open files) is recorded.
+    if (config_.ledger != nullptr) {
+      config_.ledger->OnReply(r.header, op_in, op_in_size, r.reply.body, body);
+    }
   }
   fuse_out_header header{};
   header.len = static_cast<uint32_t>(sizeof(header) + body);

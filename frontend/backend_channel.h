@@ -36,6 +36,7 @@
 #include "common/tls_ring.h"
 #include "common/unique_fd.h"
 #include "common/wire.h"
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kernel_notifier.h"
@@ -84,6 +85,9 @@ struct BackendConfig {
   KernelNotifier* notifier = nullptr;
   // Learns from GETXATTR answers and creates which nodes have no file capability; null: off.
   XattrAbsenceCache* xattrs = nullptr;
+  // Directories this mount knows complete (MKDIR answers make them; a lost or new connection
+  // forgets them all); null: off.
+  CompleteDirs* dirs = nullptr;
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
@@ -193,6 +197,7 @@ class BackendChannel {
     bool held = false;  // answered while still in the outstanding SENDMSG
     int held_error = 0;
     size_t held_body = 0;
+    uint64_t dir_ticket = 0;    // a MKDIR: CompleteDirs' ticket
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;

@@ -55,7 +55,8 @@ absl::Status DevFuseWorker::Setup() {
   channel_.emplace(backend_.get());
   forwarder_.emplace(Forwarder::Config{.dir_attrs = config_.backend.dir_attrs,
                                        .interrupts = config_.backend.interrupts,
-                                       .xattrs = config_.backend.xattrs},
+                                       .xattrs = config_.backend.xattrs,
+                                       .dirs = config_.backend.dirs},
                      stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
   slots_.assign(config_.slots, Slot{});

@@ -1,6 +1,8 @@
 #include "frontend/forwarder.h"
 
 #include <cerrno>
+#include <cstring>
+#include <string_view>
 
 #include "common/fuse_ops.h"
 #include "frontend/local_answer.h"
@@ -23,6 +25,59 @@ Refusal RefusalFor(DecodeResult result) {
   }
   return {EIO, ReplyOrigin::kBadRequest};
 }
+
+namespace {
+
+// The NUL-terminated string at `offset` of `payload` (empty when there is none).
+std::string_view NameAt(const KernelRequest& request, size_t offset) {
+  if (request.payload == nullptr || offset >= request.payload_size) return {};
+  const char* start = request.payload + offset;
+  return {start, strnlen(start, request.payload_size - offset)};
+}
+
+// Before a request that may make a name exist goes to the server: its names are no longer
+// known absent (CompleteDirs). Renames record both names (RENAME_WHITEOUT leaves one behind).
+void RecordNames(const KernelRequest& request, CompleteDirs& dirs) {
+  const uint64_t dir = request.header.nodeid;
+  switch (request.opcode()) {
+    case FUSE_CREATE:
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:  // name, then the link's target
+    case FUSE_LINK:     // the new name in `dir`
+      dirs.AddName(dir, NameAt(request, 0));
+      return;
+    case FUSE_RENAME:
+    case FUSE_RENAME2: {
+      const uint64_t newdir = request.opcode() == FUSE_RENAME
+                                  ? request.Struct<fuse_rename_in>().newdir
+                                  : request.Struct<fuse_rename2_in>().newdir;
+      std::string_view old_name = NameAt(request, 0);
+      dirs.AddName(dir, old_name);
+      dirs.AddName(newdir, NameAt(request, old_name.size() + 1));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+// The kernel forgets nodes: a forgotten directory is no longer known complete.
+void DropForgotten(const KernelRequest& request, CompleteDirs& dirs) {
+  if (request.opcode() == FUSE_FORGET) {
+    dirs.Drop(request.header.nodeid);
+    return;
+  }
+  const uint32_t count = request.Struct<fuse_batch_forget_in>().count;
+  for (uint32_t i = 0; i < count; ++i) {
+    if ((i + 1) * sizeof(fuse_forget_one) > request.payload_size) break;
+    fuse_forget_one one;
+    std::memcpy(&one, request.payload + i * sizeof(one), sizeof(one));
+    dirs.Drop(one.nodeid);
+  }
+}
+
+}  // namespace
 
 Verdict Forwarder::Answer(const KernelRequest& request, RequestState* state, int error,
                           size_t body_size, ReplyOrigin origin) {
@@ -54,6 +109,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     case FUSE_BATCH_FORGET:
       // Only the classic transport carries them (DecodeRingRequest refuses them), whole.
       WorkerStats::Add(stats_->forgets);
+      if (config_.dirs != nullptr) DropForgotten(request, *config_.dirs);
       channel_->SubmitOneWay(request.frame, request.header.len);
       WorkerStats::Add(stats_->forwarded);
       return Verdict{};
@@ -70,12 +126,14 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
       queue::ClassifyKernelRequest(request.opcode(), request.op_in, request.op_in_size);
   if (std::optional<LocalAnswer> local =
           AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
-                        request.op_in_size, config_.dir_attrs, body, state->received_ns,
-                        {request.payload, request.payload_size}, config_.xattrs)) {
+                        request.op_in_size, {request.payload, request.payload_size},
+                        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs}, body,
+                        state->received_ns)) {
     // A designed reply (FLUSH's ENOSYS included), not a failure.
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
+  if (config_.dirs != nullptr) RecordNames(request, *config_.dirs);
   Verdict verdict;
   verdict.kind = Verdict::Kind::kForward;
   return verdict;

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "frontend/backend_channel.h"
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 #include "frontend/interrupt_board.h"
@@ -85,6 +86,7 @@ class Forwarder {
     InterruptBoard* interrupts = nullptr;   // null: INTERRUPT is not honoured
     uint64_t (*clock)() = MonotonicNs;      // a seam for tests
     XattrAbsenceCache* xattrs = nullptr;    // null: every GETXATTR goes to the server
+    CompleteDirs* dirs = nullptr;           // null: every LOOKUP goes to the server
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)

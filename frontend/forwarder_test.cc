@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kernel_request.h"
@@ -128,7 +129,8 @@ fuse_read_in ReadIn(uint32_t size, uint32_t flags = 0) {
 class Harness {
  protected:
   Harness()
-      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock}, &stats_, &channel_) {}
+      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_},
+                   &stats_, &channel_) {}
 
   // Decodes and accepts; the view and state are left in request_ and state_.
   Verdict Accept(Delivery& delivery) {
@@ -158,6 +160,7 @@ class Harness {
   }
 
   DirAttrCache dir_attrs_;
+  CompleteDirs dirs_{60'000'000'000};
   InterruptBoard interrupts_;
   WorkerStats stats_;
   RecordingChannel channel_;
@@ -242,6 +245,65 @@ TEST_P(ForwarderTest, GetattrOfAnOpenHandleGoesToTheServer) {
   getattr.getattr_flags = FUSE_GETATTR_FH;
   Delivery delivery = Make(transport(), FUSE_GETATTR, getattr);
   EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+}
+
+TEST_P(ForwarderTest, LookupInADirectoryThisMountMadeIsAnsweredUntilTheNameMayExist) {
+  dirs_.RecordCreated(7, dirs_.Ticket(), fake_now_ns);
+  dirs_.RecordCreated(8, dirs_.Ticket(), fake_now_ns);
+  auto lookup = [&](uint64_t dir, std::string_view name) {
+    Delivery delivery(transport(), FUSE_LOOKUP, nullptr, 0, std::string(name) + '\0', dir);
+    channel_.submitted.clear();
+    Verdict verdict = Accept(delivery);
+    if (verdict.kind == Verdict::Kind::kAnswer) {
+      fuse_entry_out out;
+      EXPECT_EQ(verdict.body_size, sizeof(out));
+      std::memcpy(&out, delivery.body(), sizeof(out));
+      EXPECT_EQ(out.nodeid, 0u);  // a negative entry, kept by the kernel for the lifetime
+      EXPECT_EQ(out.entry_valid, 60u);
+    }
+    return verdict.kind;
+  };
+  EXPECT_EQ(lookup(7, "new"), Verdict::Kind::kAnswer);
+  EXPECT_EQ(stats_.answered_locally.load(), 1u);
+  // Requests that may make a name exist record it before they go to the server.
+  fuse_create_in create{};
+  Delivery creating = Make(transport(), FUSE_CREATE, create, std::string("new\0", 4), 7);
+  EXPECT_EQ(Accept(creating).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(7, "new"), Verdict::Kind::kForward);
+  fuse_rename2_in rename{};
+  rename.newdir = 8;
+  Delivery renaming = Make(transport(), FUSE_RENAME2, rename, std::string("from\0to\0", 8), 7);
+  EXPECT_EQ(Accept(renaming).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(7, "from"), Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(8, "to"), Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(8, "from"), Verdict::Kind::kAnswer);
+  fuse_link_in link{};
+  Delivery linking = Make(transport(), FUSE_LINK, link, std::string("hard\0", 5), 8);
+  EXPECT_EQ(Accept(linking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(8, "hard"), Verdict::Kind::kForward);
+  Delivery symlinking(transport(), FUSE_SYMLINK, nullptr, 0, std::string("soft\0target\0", 12), 8);
+  EXPECT_EQ(Accept(symlinking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(8, "soft"), Verdict::Kind::kForward);
+  EXPECT_EQ(lookup(8, "target"), Verdict::Kind::kAnswer);
+  // A directory this mount did not make goes to the server.
+  EXPECT_EQ(lookup(9, "new"), Verdict::Kind::kForward);
+}
+
+TEST_F(ForwarderEdgeTest, ForgottenDirectoriesAreNoLongerKnownComplete) {
+  for (uint64_t dir : {7, 8, 9}) dirs_.RecordCreated(dir, dirs_.Ticket(), fake_now_ns);
+  fuse_forget_in forget{};
+  forget.nlookup = 1;
+  Delivery one = Make(Transport::kClassic, FUSE_FORGET, forget, {}, 7);
+  EXPECT_EQ(Accept(one).kind, Verdict::Kind::kNone);
+  EXPECT_FALSE(dirs_.KnownAbsent(7, "a", fake_now_ns));
+  EXPECT_TRUE(dirs_.KnownAbsent(8, "a", fake_now_ns));
+  fuse_batch_forget_in batch{};
+  batch.count = 2;
+  fuse_forget_one ones[2] = {{8, 1}, {9, 1}};
+  Delivery many = Make(Transport::kClassic, FUSE_BATCH_FORGET, batch,
+                       std::string_view(reinterpret_cast<const char*>(ones), sizeof(ones)), 0);
+  EXPECT_EQ(Accept(many).kind, Verdict::Kind::kNone);
+  EXPECT_EQ(dirs_.dirs(), 0u);
 }
 
 TEST_P(ForwarderTest, ClassifiesOnAccept) {

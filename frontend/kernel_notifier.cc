@@ -12,9 +12,10 @@
 namespace ringfs::frontend {
 
 KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs,
-                               XattrAbsenceCache* xattrs, size_t max_queued,
-                               absl::Duration dir_hold, absl::Duration dir_gap)
-    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs),
+                               XattrAbsenceCache* xattrs, CompleteDirs* dirs,
+                               size_t max_queued, absl::Duration dir_hold,
+                               absl::Duration dir_gap)
+    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs), dirs_(dirs),
       max_queued_(max_queued), dir_hold_(dir_hold), dir_gap_(dir_gap) {}
 
 KernelNotifier::~KernelNotifier() { Stop(); }
@@ -30,14 +31,31 @@ void KernelNotifier::Stop() {
 }
 
 void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
-  absl::MutexLock lock(&mu_);
-  for (auto& record : records) {
-    if (queue_.size() >= max_queued_) {
-      ++counters_.dropped;
-      continue;
+  if (dirs_ != nullptr) {
+    // Before the kernel hears of it: from now on a LOOKUP of the name goes to the server.
+    for (const wire::Invalidation& record : records) {
+      if (record.kind == wire::InvalidationKind::kEntry) {
+        dirs_->AddName(record.nodeid, record.name);
+      } else {
+        dirs_->Drop(record.nodeid);
+      }
     }
-    queue_.push_back(std::move(record));
   }
+  bool lost = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& record : records) {
+      if (queue_.size() >= max_queued_) {
+        ++counters_.dropped;
+        lost = true;
+        continue;
+      }
+      queue_.push_back(std::move(record));
+    }
+  }
+  // The kernel keeps what a lost record would have invalidated until its timeouts; the mount's
+  // own knowledge of complete directories goes at once.
+  if (lost && dirs_ != nullptr) dirs_->Reset();
 }
 
 void KernelNotifier::Hold() {

@@ -6,7 +6,7 @@
 // page locks for INVAL_INODE; a request in flight may hold them while it waits for a reply that
 // a reactor thread has to receive. Reactor threads only queue (Post never blocks).
 // Also drops what the mount itself keeps of an invalidated node (DirAttrCache snapshots,
-// XattrAbsenceCache).
+// XattrAbsenceCache), and tells CompleteDirs at once (in Post) which names may have appeared.
 // A name change arrives as an entry record only; the kernel then marks the directory's
 // attributes stale itself, but only if it holds a dentry for the name. When it does not (ENOENT),
 // the directory gets an INVAL_INODE of its own, held back until `dir_hold` after the last
@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/invalidation.h"
 #include "common/unique_fd.h"
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 
@@ -47,7 +48,7 @@ class KernelNotifier {
 
   // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
   KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
-                 size_t max_queued = 1 << 16, absl::Duration dir_hold = absl::Seconds(1),
+                 CompleteDirs* dirs = nullptr, size_t max_queued = 1 << 16, absl::Duration dir_hold = absl::Seconds(1),
                  absl::Duration dir_gap = absl::Milliseconds(20));
   ~KernelNotifier();
   KernelNotifier(const KernelNotifier&) = delete;
@@ -86,6 +87,7 @@ class KernelNotifier {
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
   XattrAbsenceCache* const xattrs_;
+  CompleteDirs* const dirs_;
   const size_t max_queued_;
   const absl::Duration dir_hold_;
   const absl::Duration dir_gap_;

@@ -4,20 +4,41 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 namespace ringfs::frontend {
 
+namespace {
+
+// The NUL-terminated name at the start of `payload`.
+std::string_view FirstName(std::span<const char> payload) {
+  return {payload.data(), strnlen(payload.data(), payload.size())};
+}
+
+}  // namespace
+
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
-                                         size_t op_in_size, DirAttrCache* cache, void* body,
-                                         uint64_t now_ns, std::span<const char> payload,
-                                         const XattrAbsenceCache* xattrs) {
+                                         size_t op_in_size, std::span<const char> payload,
+                                         const LocalCaches& caches, void* body, uint64_t now_ns) {
+  DirAttrCache* cache = caches.dir_attrs;
   switch (opcode) {
     case FUSE_GETXATTR: {
-      if (xattrs == nullptr || payload.empty()) return std::nullopt;
-      // The name is NUL-terminated inside the payload.
-      std::string_view name(payload.data(), strnlen(payload.data(), payload.size()));
-      if (xattrs->KnownAbsent(nodeid, name, now_ns)) return LocalAnswer{ENODATA, 0};
+      if (caches.xattrs == nullptr || payload.empty()) return std::nullopt;
+      if (caches.xattrs->KnownAbsent(nodeid, FirstName(payload), now_ns)) {
+        return LocalAnswer{ENODATA, 0};
+      }
       return std::nullopt;
+    }
+    case FUSE_LOOKUP: {
+      if (caches.dirs == nullptr || payload.empty()) return std::nullopt;
+      // Decided before `body` is written: it may overlap the name.
+      if (!caches.dirs->KnownAbsent(nodeid, FirstName(payload), now_ns)) return std::nullopt;
+      const uint64_t valid = caches.dirs->lifetime_ns();
+      fuse_entry_out out{};  // node id 0: the kernel keeps a negative dentry for entry_valid
+      out.entry_valid = valid / 1'000'000'000;
+      out.entry_valid_nsec = static_cast<uint32_t>(valid % 1'000'000'000);
+      std::memcpy(body, &out, sizeof(out));
+      return LocalAnswer{0, sizeof(out)};
     }
     case FUSE_FLUSH:
       return LocalAnswer{ENOSYS, 0};

@@ -7,6 +7,8 @@
 // - GETXATTR of security.capability of a node known to have none (XattrAbsenceCache): ENODATA.
 // - GETATTR of a directory whose post-operation attributes arrived with a create/remove reply
 //   (DirAttrCache): answered from them once.
+// - LOOKUP of a name known absent from a directory this mount knows complete (CompleteDirs): a
+//   negative entry (node id 0) with the entry lifetime, as the server would answer.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once
@@ -16,6 +18,7 @@
 #include <optional>
 #include <span>
 
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 
@@ -26,13 +29,18 @@ struct LocalAnswer {
   size_t body_size = 0;  // bytes written to `body` when error == 0
 };
 
-// `op_in` is the request's argument struct (op_in_size bytes); `body` receives a success body
-// (at least sizeof(fuse_attr_out) bytes). `cache` may be null (feature off). Returns nullopt
-// when the request must go to the server.
-// `payload` is what follows the argument struct (GETXATTR's name); `xattrs` may be null.
+// What the answers come from; a null member is a feature that is off.
+struct LocalCaches {
+  DirAttrCache* dir_attrs = nullptr;
+  const XattrAbsenceCache* xattrs = nullptr;
+  const CompleteDirs* dirs = nullptr;
+};
+
+// `op_in` is the request's argument struct (op_in_size bytes), `payload` what follows it (names);
+// `body` receives a success body (at least sizeof(fuse_entry_out) bytes) and may overlap the
+// request's bytes. Returns nullopt when the request must go to the server.
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
-                                         size_t op_in_size, DirAttrCache* cache, void* body,
-                                         uint64_t now_ns, std::span<const char> payload = {},
-                                         const XattrAbsenceCache* xattrs = nullptr);
+                                         size_t op_in_size, std::span<const char> payload,
+                                         const LocalCaches& caches, void* body, uint64_t now_ns);
 
 }  // namespace ringfs::frontend

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 
 namespace ringfs::frontend {
@@ -62,7 +63,7 @@ TEST(DirAttrCacheTest, StaysBounded) {
 TEST(LocalAnswerTest, FlushIsRefusedSoTheKernelStopsSendingIt) {
   fuse_flush_in in{};
   char body[128];
-  auto answer = AnswerLocally(FUSE_FLUSH, 9, &in, sizeof(in), nullptr, body, 0);
+  auto answer = AnswerLocally(FUSE_FLUSH, 9, &in, sizeof(in), {}, LocalCaches{}, body, 0);
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->error, ENOSYS);
 }
@@ -72,12 +73,12 @@ TEST(LocalAnswerTest, GetattrComesFromThePostOpSnapshotOnce) {
   cache.Offer(9, Attr(9, 77), 0);
   fuse_getattr_in in{};
   fuse_attr_out body{};
-  auto answer = AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1);
+  auto answer = AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1);
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->error, 0);
   EXPECT_EQ(answer->body_size, sizeof(fuse_attr_out));
   EXPECT_EQ(body.attr.ctime, 77u);
-  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1).has_value());
+  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1).has_value());
 }
 
 TEST(LocalAnswerTest, GetattrOfAnOpenHandleGoesToTheServer) {
@@ -86,7 +87,7 @@ TEST(LocalAnswerTest, GetattrOfAnOpenHandleGoesToTheServer) {
   fuse_getattr_in in{};
   in.getattr_flags = FUSE_GETATTR_FH;
   fuse_attr_out body{};
-  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), &cache, &body, 1).has_value());
+  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1).has_value());
 }
 
 TEST(LocalAnswerTest, SetattrAndXattrChangesDropTheSnapshot) {
@@ -95,7 +96,7 @@ TEST(LocalAnswerTest, SetattrAndXattrChangesDropTheSnapshot) {
     cache.Offer(9, Attr(9, 77), 0);
     char in[128] = {};
     char body[128];
-    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), &cache, body, 1).has_value());
+    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), {}, LocalCaches{&cache}, body, 1).has_value());
     EXPECT_EQ(cache.size(), 0u) << opcode;
   }
 }
@@ -105,8 +106,32 @@ TEST(LocalAnswerTest, EverythingElseGoesToTheServer) {
   char in[128] = {};
   char body[128];
   for (uint32_t opcode : {FUSE_LOOKUP, FUSE_READ, FUSE_WRITE, FUSE_CREATE, FUSE_UNLINK}) {
-    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), &cache, body, 1).has_value());
+    EXPECT_FALSE(AnswerLocally(opcode, 9, in, sizeof(in), {}, LocalCaches{&cache}, body, 1).has_value());
   }
+}
+
+TEST(LocalAnswerTest, LookupOfANameAbsentFromACompleteDirectoryIsANegativeEntry) {
+  CompleteDirs dirs(/*lifetime_ns=*/60 * kSec);
+  dirs.RecordCreated(9, dirs.Ticket(), 0);
+  dirs.AddName(9, "made");
+  const LocalCaches caches{.dirs = &dirs};
+  // The body overwrites the name, as it does in a ring entry's payload.
+  char buffer[sizeof(fuse_entry_out)] = "absent";
+  auto answer = AnswerLocally(FUSE_LOOKUP, 9, nullptr, 0, {buffer, 7}, caches, buffer, kSec);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error, 0);
+  ASSERT_EQ(answer->body_size, sizeof(fuse_entry_out));
+  fuse_entry_out out;
+  std::memcpy(&out, buffer, sizeof(out));
+  EXPECT_EQ(out.nodeid, 0u);
+  EXPECT_EQ(out.entry_valid, 60u);
+  EXPECT_EQ(out.entry_valid_nsec, 0u);
+  // A name this mount made, a directory it did not make, and after the lifetime: the server.
+  char made[] = "made";
+  EXPECT_FALSE(AnswerLocally(FUSE_LOOKUP, 9, nullptr, 0, {made, 5}, caches, buffer, kSec));
+  char other[] = "absent";
+  EXPECT_FALSE(AnswerLocally(FUSE_LOOKUP, 10, nullptr, 0, {other, 7}, caches, buffer, kSec));
+  EXPECT_FALSE(AnswerLocally(FUSE_LOOKUP, 9, nullptr, 0, {other, 7}, caches, buffer, 61 * kSec));
 }
 
 }  // namespace

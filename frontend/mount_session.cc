@@ -114,6 +114,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.attr_timeout = options_.attr_timeout.value_or(default_timeout);
   config.notifier = notifier_.get();
   config.xattrs = xattrs_.get();
+  config.dirs = complete_dirs_.get();
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.request_timeout =
@@ -240,8 +241,14 @@ absl::Status MountSession::StartNotifier() {
   // Absences are trusted as long as attributes: invalidations cover changes through ringfs.
   xattrs_ = std::make_unique<XattrAbsenceCache>(static_cast<uint64_t>(
       options_.attr_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
+  if (options_.complete_dirs) {
+    // Known as long as a negative entry from the server would be.
+    complete_dirs_ = std::make_unique<CompleteDirs>(static_cast<uint64_t>(
+        options_.entry_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
+  }
   notifier_ = std::make_unique<KernelNotifier>(
-      std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get());
+      std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get(),
+      complete_dirs_.get());
   notifier_->Hold();  // until ProbeMount has primed the root's attributes
   notifier_->Start();
   return absl::OkStatus();

@@ -107,6 +107,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->dir_attrs = false;
   } else if (key == "no_invalidations") {
     out->invalidations = false;
+  } else if (key == "no_complete_dirs") {
+    out->complete_dirs = false;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -235,6 +237,8 @@ std::string Usage() {
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 60; the server pushes\n"
          "         invalidations, so changes through other mounts are seen at once)\n"
          "         no_invalidations (no pushed invalidations; timeouts default to 1)\n"
+         "         no_complete_dirs (every LOOKUP to the server; default: a name absent from a\n"
+         "         directory this mount made is answered here, see README)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

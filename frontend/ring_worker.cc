@@ -133,7 +133,8 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   channel_.emplace(backend_.get());
   forwarder_.emplace(Forwarder::Config{.dir_attrs = backend_config_.dir_attrs,
                                        .interrupts = backend_config_.interrupts,
-                                       .xattrs = backend_config_.xattrs},
+                                       .xattrs = backend_config_.xattrs,
+                                       .dirs = backend_config_.dirs},
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {

@@ -328,6 +328,43 @@ TEST_P(CoherenceTest, ChangesMadeOnTheExportDirectlyAreSeen) {
   EXPECT_EQ(StatOf(C("x/file")).mode, 0644u);
 }
 
+// B made the directory, so B answers LOOKUPs of names absent from it itself
+// (frontend/complete_dirs.h). Names made in it through A, and on the export directly, must still
+// be found through B: each pushed entry invalidation sends that name's next LOOKUP to the server.
+TEST_P(CoherenceTest, NamesMadeElsewhereInADirectoryThisMountMadeAreSeen) {
+  ASSERT_EQ(mkdir(B("n").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(B("n/own"), "b"));
+  auto answered_locally = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // stats: every 200 ms
+    return StatNumber(b_->ReadStats(), "answered_locally").value_or(0);
+  };
+  const uint64_t before = answered_locally();
+  for (const char* name : {"n/f", "n/sub", "n/to", "n/hard", "n/soft", "n/local", "n/never"}) {
+    ASSERT_FALSE(StatOf(B(name)).exists) << name;
+  }
+  ASSERT_GE(answered_locally() - before, 7u) << "B asked the server about names absent from n";
+  // The kernel now holds negative dentries for those names, as it would from the server's
+  // answers; the pushes must reach both the kernel and the mount's own knowledge.
+  ASSERT_TRUE(WriteFile(A("n/f"), "a"));
+  Note("create-in-made-dir", WaitSeen([&] { return StatOf(B("n/f")).exists; }));
+  ASSERT_EQ(mkdir(A("n/sub").c_str(), 0755), 0);
+  Note("mkdir-in-made-dir", WaitSeen([&] { return StatOf(B("n/sub")).exists; }));
+  ASSERT_EQ(rename(A("n/f").c_str(), A("n/to").c_str()), 0);
+  Note("rename-in-made-dir", WaitSeen([&] { return StatOf(B("n/to")).exists; }));
+  ASSERT_EQ(link(A("n/to").c_str(), A("n/hard").c_str()), 0);
+  Note("link-in-made-dir", WaitSeen([&] { return StatOf(B("n/hard")).exists; }));
+  ASSERT_EQ(symlink("to", A("n/soft").c_str()), 0);
+  Note("symlink-in-made-dir", WaitSeen([&] { return StatOf(B("n/soft")).exists; }));
+  ASSERT_TRUE(WriteFile(env_->Exp("n/local"), "l"));  // the server's export watch
+  Note("local-create-in-made-dir", WaitSeen([&] { return StatOf(B("n/local")).exists; }));
+  // Names B looked up before and that nobody made stay answered.
+  EXPECT_FALSE(StatOf(B("n/never")).exists);
+  // Names never looked up through B: only the mount's knowledge decides them.
+  ASSERT_TRUE(WriteFile(A("n/fresh"), "a"));
+  Note("create-never-looked-up", WaitSeen([&] { return StatOf(B("n/fresh")).exists; }));
+  Report();
+}
+
 TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
   constexpr int kFiles = 500;
   ASSERT_EQ(mkdir(B("w").c_str(), 0755), 0);

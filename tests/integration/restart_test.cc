@@ -219,6 +219,34 @@ TEST_P(RestartTest, OldDirectoryDescriptorsNeverReachDirectoriesCreatedAfterRest
   PrintOutcomes();
 }
 
+// A directory this mount made is known complete (frontend/complete_dirs.h): LOOKUPs of absent
+// names are answered by the mount. A name made while the server was down (here on the export
+// itself, as a process on the storage node or another client of the new instance would) must be
+// found after the restart: pushes are lost with the old instance, so the knowledge must go.
+TEST_P(RestartTest, ANameMadeWhileTheServerWasDownIsFoundInADirectoryThisMountMade) {
+  ASSERT_EQ(::mkdir(Mnt("made").c_str(), 0755), 0) << ErrnoName(errno);
+  auto answered_locally = [&] {
+    std::this_thread::sleep_for(milliseconds(450));  // the stats file is rewritten every 200 ms
+    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+  };
+  const uint64_t before = answered_locally();
+  struct stat st;
+  ASSERT_NE(::stat(Mnt("made/probe").c_str(), &st), 0);
+  ASSERT_EQ(errno, ENOENT);
+  ASSERT_GT(answered_locally(), before) << "the absent name was not answered by the mount";
+
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  int fd = ::open(env_->Exp("made/while-down").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ::close(fd);
+  ASSERT_TRUE(env_->RestartServer());
+  const int err = RetryWhileReconnecting([&] {
+    return ::stat(Mnt("made/while-down").c_str(), &st) == 0 ? 0 : errno;
+  });
+  EXPECT_EQ(err, 0) << "a name made while the server was down stays hidden: " << ErrnoName(err);
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);
 
 }  // namespace

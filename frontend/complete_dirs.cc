@@ -1,0 +1,99 @@
+#include "frontend/complete_dirs.h"
+
+#include "absl/strings/string_view.h"
+
+namespace ringfs::frontend {
+
+bool CompleteDirs::KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(dir);
+  return it != dirs_.end() && now_ns < it->second.expires_ns && !it->second.names.contains(absl::string_view(name.data(), name.size()));
+}
+
+uint64_t CompleteDirs::Ticket() const {
+  absl::MutexLock lock(&mu_);
+  return disabled_ || lifetime_ns_ == 0 ? 0 : seq_;
+}
+
+void CompleteDirs::RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  if (disabled_ || ticket == 0 || ticket < floor_) return;
+  if (auto it = touched_.find(dir); it != touched_.end() && it->second > ticket) return;
+  if (dirs_.size() >= max_dirs_) {
+    for (auto it = dirs_.begin(); it != dirs_.end();) {
+      auto next = std::next(it);
+      if (it->second.expires_ns <= now_ns) EraseLocked(it);
+      it = next;
+    }
+    if (dirs_.size() >= max_dirs_) return;
+  }
+  Dir& entry = dirs_[dir];
+  names_ -= entry.names.size();  // an id is never handed out twice, but stay exact anyway
+  entry = Dir{now_ns + lifetime_ns_, {}};
+}
+
+void CompleteDirs::AddName(uint64_t dir, std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(dir);
+  if (it == dirs_.end()) {
+    TouchLocked(dir);  // a MKDIR of `dir` may be in flight
+    return;
+  }
+  if (names_ >= max_names_) {
+    EraseLocked(it);
+    return;
+  }
+  if (it->second.names.contains(absl::string_view(name.data(), name.size()))) return;
+  it->second.names.insert(std::string(name));
+  ++names_;
+}
+
+void CompleteDirs::Drop(uint64_t dir) {
+  absl::MutexLock lock(&mu_);
+  TouchLocked(dir);
+  if (auto it = dirs_.find(dir); it != dirs_.end()) EraseLocked(it);
+}
+
+void CompleteDirs::Reset() {
+  absl::MutexLock lock(&mu_);
+  ResetLocked();
+}
+
+void CompleteDirs::Disable() {
+  absl::MutexLock lock(&mu_);
+  disabled_ = true;
+  ResetLocked();
+}
+
+size_t CompleteDirs::dirs() const {
+  absl::MutexLock lock(&mu_);
+  return dirs_.size();
+}
+
+size_t CompleteDirs::names() const {
+  absl::MutexLock lock(&mu_);
+  return names_;
+}
+
+void CompleteDirs::TouchLocked(uint64_t dir) {
+  touched_[dir] = ++seq_;
+  if (touched_.size() > max_dirs_) {
+    // Forget the history; every MKDIR in flight now is refused instead.
+    touched_.clear();
+    floor_ = ++seq_;
+  }
+}
+
+void CompleteDirs::EraseLocked(absl::flat_hash_map<uint64_t, Dir>::iterator it) {
+  names_ -= it->second.names.size();
+  dirs_.erase(it);
+}
+
+void CompleteDirs::ResetLocked() {
+  dirs_.clear();
+  touched_.clear();
+  names_ = 0;
+  floor_ = ++seq_;
+}
+
+}  // namespace ringfs::frontend

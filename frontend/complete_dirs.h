@@ -1,0 +1,91 @@
+// Directories whose every name this mount knows, so that a LOOKUP of a name that is not among
+// them is answered "no such entry" by ringfs-mount without a round trip.
+// Why: creating a file costs the kernel a LOOKUP of the new name before the CREATE, even with
+// O_EXCL (fuse_atomic_open looks the name up first), and the kernel keeps negative dentries only
+// for names it has looked up. tar, rsync, cp -r and git checkout create thousands of names in
+// directories they have just made: one round trip in three per created file was that LOOKUP.
+// CephFS answers such lookups the same way from a directory it holds "complete".
+//
+// When a directory is known complete: this mount created it (MKDIR answered) and nothing about
+// it was heard between sending the MKDIR and its answer (a ticket, as in XattrAbsenceCache).
+// From then on its names are those this mount created, linked or renamed into it (recorded
+// when the request is sent, before the server can answer) and those another client or a
+// process on the server changed (pushed entry invalidations): any name recorded is "maybe
+// present" and goes to the server. Recorded names are never removed; only the whole directory
+// is forgotten.
+// When the knowledge ends: after `lifetime` (the entry lifetime: a name created on the export
+// without the server's export watch is missed for as long as a kernel negative dentry would miss
+// it), when the kernel forgets the directory, when the server pushes an attribute invalidation
+// of it, when a connection to the server is lost or re-established (pushes may have been lost
+// meanwhile), when the notifier's queue overflows, and for a directory that outgrows the bounds.
+// Only used while the server pushes invalidations (Disable() otherwise).
+// Thread-safe: shared by every channel of the mount and the notifier; one short lock per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringfs::frontend {
+
+class CompleteDirs {
+ public:
+  // `max_names`: names recorded over all directories; a directory whose next name would pass it
+  // is forgotten. `max_dirs`: directories tracked at once (expired ones are pruned first).
+  explicit CompleteDirs(uint64_t lifetime_ns, size_t max_dirs = 4096, size_t max_names = 1 << 18)
+      : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs), max_names_(max_names) {}
+
+  // Whether LOOKUP of `name` in `dir` can be answered "no such entry" at `now_ns`.
+  bool KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const;
+  // How long the kernel may keep such an answer (the server's negative entries live as long).
+  uint64_t lifetime_ns() const { return lifetime_ns_; }
+
+  // Taken when a MKDIR is sent to the server; 0 while disabled.
+  uint64_t Ticket() const;
+  // The MKDIR sent with `ticket` made `dir` (empty). Ignored for ticket 0, or when anything about
+  // `dir` was heard, or the cache was reset, since the ticket was taken.
+  void RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns);
+  // `name` may now exist in `dir`: this mount is about to send a request that may create it, or
+  // another client or the export changed it (a pushed entry invalidation).
+  void AddName(uint64_t dir, std::string_view name);
+  // Nothing is known about `dir` any more (the kernel forgot it; its attributes changed).
+  void Drop(uint64_t dir);
+  // Nothing is known about any directory, and tickets taken before now are refused: a lost or
+  // new connection, or a lost invalidation.
+  void Reset();
+  // Reset, and never known again (the server does not push invalidations).
+  void Disable();
+
+  size_t dirs() const;   // directories known complete (expired ones included until pruned)
+  size_t names() const;  // names recorded in them
+
+ private:
+  struct Dir {
+    uint64_t expires_ns = 0;
+    absl::flat_hash_set<std::string> names;
+  };
+  // Remembers that `dir` was heard of, so a ticket taken before is refused.
+  void TouchLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseLocked(absl::flat_hash_map<uint64_t, Dir>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t lifetime_ns_;
+  const size_t max_dirs_;
+  const size_t max_names_;
+  mutable absl::Mutex mu_;
+  bool disabled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // tickets below it are refused
+  size_t names_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint64_t> touched_ ABSL_GUARDED_BY(mu_);  // dir -> seq
+};
+
+}  // namespace ringfs::frontend

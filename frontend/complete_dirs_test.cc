@@ -1,0 +1,85 @@
+// CompleteDirs: which LOOKUPs ringfs-mount may answer "no such entry" itself, and every way that
+// knowledge ends.
+#include "frontend/complete_dirs.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+TEST(CompleteDirsTest, ADirectoryThisMountMadeKnowsEveryName) {
+  CompleteDirs dirs(60 * kSec);
+  EXPECT_FALSE(dirs.KnownAbsent(7, "a", 0));  // never made here
+  dirs.RecordCreated(7, dirs.Ticket(), 0);
+  EXPECT_TRUE(dirs.KnownAbsent(7, "a", 1));
+  dirs.AddName(7, "a");  // this mount sends a CREATE of it
+  EXPECT_FALSE(dirs.KnownAbsent(7, "a", 1));
+  EXPECT_TRUE(dirs.KnownAbsent(7, "b", 1));
+  EXPECT_FALSE(dirs.KnownAbsent(7, "b", 60 * kSec));  // the lifetime is over
+  EXPECT_EQ(dirs.names(), 1u);
+}
+
+TEST(CompleteDirsTest, AnythingHeardOfTheDirectoryWhileItsMkdirWasInFlightWins) {
+  CompleteDirs dirs(60 * kSec);
+  uint64_t ticket = dirs.Ticket();
+  dirs.AddName(7, "pushed");  // another client created a name before our MKDIR's answer came
+  dirs.RecordCreated(7, ticket, 0);
+  EXPECT_FALSE(dirs.KnownAbsent(7, "other", 1));
+  // Something heard of another node does not matter.
+  ticket = dirs.Ticket();
+  dirs.Drop(8);
+  dirs.RecordCreated(9, ticket, 0);
+  EXPECT_TRUE(dirs.KnownAbsent(9, "other", 1));
+}
+
+TEST(CompleteDirsTest, DropResetAndDisableForget) {
+  CompleteDirs dirs(60 * kSec);
+  dirs.RecordCreated(7, dirs.Ticket(), 0);
+  dirs.RecordCreated(8, dirs.Ticket(), 0);
+  dirs.Drop(7);  // the kernel forgot it, or its attributes changed elsewhere
+  EXPECT_FALSE(dirs.KnownAbsent(7, "a", 1));
+  EXPECT_TRUE(dirs.KnownAbsent(8, "a", 1));
+  const uint64_t in_flight = dirs.Ticket();
+  dirs.Reset();  // a connection was lost
+  EXPECT_FALSE(dirs.KnownAbsent(8, "a", 1));
+  dirs.RecordCreated(9, in_flight, 0);  // a MKDIR sent before the reset
+  EXPECT_FALSE(dirs.KnownAbsent(9, "a", 1));
+  dirs.RecordCreated(9, dirs.Ticket(), 0);
+  EXPECT_TRUE(dirs.KnownAbsent(9, "a", 1));
+  dirs.Disable();  // the server does not push invalidations
+  EXPECT_EQ(dirs.Ticket(), 0u);
+  dirs.RecordCreated(10, 0, 0);
+  EXPECT_EQ(dirs.dirs(), 0u);
+}
+
+TEST(CompleteDirsTest, ALifetimeOfZeroKnowsNothing) {
+  CompleteDirs dirs(0);
+  EXPECT_EQ(dirs.Ticket(), 0u);
+  dirs.RecordCreated(7, dirs.Ticket(), 0);
+  EXPECT_FALSE(dirs.KnownAbsent(7, "a", 0));
+}
+
+TEST(CompleteDirsTest, StaysBounded) {
+  CompleteDirs dirs(60 * kSec, /*max_dirs=*/4, /*max_names=*/10);
+  for (uint64_t d = 1; d <= 8; ++d) dirs.RecordCreated(d, dirs.Ticket(), 0);
+  EXPECT_EQ(dirs.dirs(), 4u);
+  // Expired directories make room.
+  dirs.RecordCreated(100, dirs.Ticket(), 61 * kSec);
+  EXPECT_TRUE(dirs.KnownAbsent(100, "a", 62 * kSec));
+  // A directory whose names pass the bound is forgotten, never answered from a partial set.
+  for (int i = 0; i < 20; ++i) dirs.AddName(100, "n" + std::to_string(i));
+  EXPECT_LE(dirs.names(), 10u);
+  EXPECT_FALSE(dirs.KnownAbsent(100, "a", 62 * kSec));
+  // Many touched directories: the history is forgotten and MKDIRs in flight are refused.
+  const uint64_t in_flight = dirs.Ticket();
+  for (uint64_t d = 1000; d < 1010; ++d) dirs.Drop(d);
+  dirs.RecordCreated(200, in_flight, 62 * kSec);
+  EXPECT_FALSE(dirs.KnownAbsent(200, "a", 62 * kSec));
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
