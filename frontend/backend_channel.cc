@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/wire.h"
 #include "frontend/client_auth.h"
+#include "frontend/open_reply.h"
 
 namespace ringfs::frontend {
 namespace {
@@ -927,6 +928,9 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     // The kernel gets this reply: what it now holds (node lookups, open files) is recorded.
     if (config_.ledger != nullptr) {
       config_.ledger->OnReply(r.header, op_in, op_in_size, r.reply.body, body);
+    }
+    if (config_.direct_write_only) {
+      AdjustOpenReply(r.header.opcode, op_in, op_in_size, r.reply.body, body);
     }
   }
   fuse_out_header header{};

@@ -88,6 +88,9 @@ struct BackendConfig {
   // Directories this mount knows complete (MKDIR answers make them; a lost or new connection
   // forgets them all); null: off.
   CompleteDirs* dirs = nullptr;
+  // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
+  // writes (FUSE_WRITEBACK_CACHE agreed).
+  bool direct_write_only = false;
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).

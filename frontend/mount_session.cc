@@ -115,6 +115,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.notifier = notifier_.get();
   config.xattrs = xattrs_.get();
   config.dirs = complete_dirs_.get();
+  config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.request_timeout =

@@ -7,11 +7,13 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
@@ -93,6 +95,64 @@ TEST_P(DataTest, RandomWritesMatchModelAndExport) {
     RandomWriteWorkload(Mnt("random.bin"), Exp("random.bin"), seed, false);
     if (HasFatalFailure()) return;
   }
+}
+
+// Write-only descriptors bypass the page cache (FOPEN_DIRECT_IO, frontend/open_reply.h): each
+// write() is one WRITE, and a reader of the same file through this mount, by read() and by a
+// shared mapping, sees every write at once (the kernel drops the pages a direct write covers).
+TEST_P(DataTest, WriteOnlyDescriptorsWriteThroughAndReadersSeeEveryWrite) {
+  constexpr size_t kStart = 64 << 10;
+  std::vector<char> model = RandomBytes(kStart, 9);
+  ASSERT_EQ(WriteFile(Mnt("wo.bin"), std::string(model.begin(), model.end())), 0);
+  int reader = ::open(Mnt("wo.bin").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(reader, 0) << ErrnoName(errno);
+  std::vector<char> back(256 << 10);
+  ASSERT_EQ(PreadAll(reader, back.data(), kStart, 0), static_cast<ssize_t>(kStart));  // cached
+  void* map = ::mmap(nullptr, kStart, PROT_READ, MAP_SHARED, reader, 0);
+  ASSERT_NE(map, MAP_FAILED) << ErrnoName(errno);
+  const char* mapped = static_cast<const char*>(map);
+  int writer = ::open(Mnt("wo.bin").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(writer, 0) << ErrnoName(errno);
+
+  auto received = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // stats: every 200 ms
+    Stats s = env_->ReadStats();
+    return StatNumber(s, "ring_requests").value_or(0) + StatNumber(s, "devfuse_requests").value_or(0);
+  };
+  // 10 KiB writes that start inside a page: through the page cache each was cut in two.
+  constexpr int kCut = 20;
+  const uint64_t before = received();
+  std::vector<char> buf = RandomBytes(10240, 10);
+  for (int i = 0; i < kCut; ++i) {
+    ASSERT_EQ(PwriteAll(writer, buf.data(), buf.size(), 2048 + i * 10240), 0);
+  }
+  const uint64_t requests = received() - before;
+  EXPECT_LE(requests, static_cast<uint64_t>(kCut + 4))
+      << requests << " requests for " << kCut << " writes: the page cache cut them";
+  model.resize(std::max<size_t>(model.size(), 2048 + kCut * 10240));
+  for (int i = 0; i < kCut; ++i) std::memcpy(model.data() + 2048 + i * 10240, buf.data(), 10240);
+
+  std::mt19937_64 rng(11);
+  for (int op = 0; op < 200; ++op) {
+    const size_t size = 1 + rng() % 20000;
+    const size_t offset = rng() % (model.size() + 4096);
+    std::vector<char> data = RandomBytes(size, op + 100);
+    ASSERT_EQ(PwriteAll(writer, data.data(), size, offset), 0) << "op " << op;
+    if (model.size() < offset + size) model.resize(offset + size, 0);
+    std::memcpy(model.data() + offset, data.data(), size);
+    ASSERT_EQ(PreadAll(reader, back.data(), size, offset), static_cast<ssize_t>(size));
+    ASSERT_EQ(FirstDiff(back.data(), model.data() + offset, size), -1) << "read after op " << op;
+    if (offset < kStart) {
+      const size_t n = std::min(size, kStart - offset);
+      ASSERT_EQ(FirstDiff(mapped + offset, model.data() + offset, n), -1) << "map after op " << op;
+    }
+  }
+  ::munmap(map, kStart);
+  ASSERT_EQ(::close(writer), 0);
+  ASSERT_EQ(::close(reader), 0);
+  const std::string exported = ReadFile(Exp("wo.bin"));
+  ASSERT_EQ(exported.size(), model.size());
+  EXPECT_EQ(FirstDiff(exported.data(), model.data(), model.size()), -1) << "in the export dir";
 }
 
 TEST_P(DataTest, SparseFileBeyond4GiB) {

@@ -1,0 +1,36 @@
+#include "frontend/open_reply.h"
+
+#include <fcntl.h>
+#include <linux/fuse.h>
+
+#include <cstring>
+
+namespace ringfs::frontend {
+
+void AdjustOpenReply(uint32_t opcode, const void* op_in, size_t op_in_size, char* body,
+                     size_t body_size) {
+  uint32_t flags = 0;
+  size_t open_out_at = 0;
+  if (opcode == FUSE_OPEN) {
+    fuse_open_in in;
+    if (op_in_size < sizeof(in)) return;
+    std::memcpy(&in, op_in, sizeof(in));
+    flags = in.flags;
+  } else if (opcode == FUSE_CREATE) {
+    fuse_create_in in;
+    if (op_in_size < sizeof(in)) return;
+    std::memcpy(&in, op_in, sizeof(in));
+    flags = in.flags;
+    open_out_at = sizeof(fuse_entry_out);
+  } else {
+    return;
+  }
+  if ((flags & O_ACCMODE) != O_WRONLY) return;
+  if (body_size < open_out_at + sizeof(fuse_open_out)) return;
+  fuse_open_out out;
+  std::memcpy(&out, body + open_out_at, sizeof(out));
+  out.open_flags |= FOPEN_DIRECT_IO;
+  std::memcpy(body + open_out_at, &out, sizeof(out));
+}
+
+}  // namespace ringfs::frontend

@@ -1,0 +1,53 @@
+// AdjustOpenReply: write-only opens get FOPEN_DIRECT_IO, nothing else changes.
+#include "frontend/open_reply.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fuse.h>
+
+#include <cstring>
+
+namespace ringfs::frontend {
+namespace {
+
+uint32_t OpenFlagsAfter(uint32_t opcode, uint32_t flags) {
+  char body[sizeof(fuse_entry_out) + sizeof(fuse_open_out)] = {};
+  const size_t at = opcode == FUSE_CREATE ? sizeof(fuse_entry_out) : 0;
+  fuse_open_out out{};
+  out.fh = 77;
+  out.open_flags = FOPEN_NOFLUSH;  // whatever the server set stays
+  std::memcpy(body + at, &out, sizeof(out));
+  if (opcode == FUSE_CREATE) {
+    fuse_create_in in{};
+    in.flags = flags;
+    AdjustOpenReply(opcode, &in, sizeof(in), body, sizeof(body));
+  } else {
+    fuse_open_in in{};
+    in.flags = flags;
+    AdjustOpenReply(opcode, &in, sizeof(in), body, at + sizeof(out));
+  }
+  std::memcpy(&out, body + at, sizeof(out));
+  EXPECT_EQ(out.fh, 77u);
+  return out.open_flags;
+}
+
+TEST(OpenReplyTest, WriteOnlyOpensBypassThePageCache) {
+  for (uint32_t opcode : {FUSE_OPEN, FUSE_CREATE}) {
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_WRONLY | O_APPEND), FOPEN_NOFLUSH | FOPEN_DIRECT_IO);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDONLY), FOPEN_NOFLUSH);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDWR | O_TRUNC), FOPEN_NOFLUSH);
+  }
+}
+
+TEST(OpenReplyTest, ShortOrForeignRepliesAreLeftAlone) {
+  fuse_open_in in{};
+  in.flags = O_WRONLY;
+  char body[sizeof(fuse_open_out)] = {};
+  AdjustOpenReply(FUSE_OPEN, &in, sizeof(in), body, sizeof(body) - 1);
+  AdjustOpenReply(FUSE_OPEN, &in, sizeof(in) - 1, body, sizeof(body));
+  AdjustOpenReply(FUSE_OPENDIR, &in, sizeof(in), body, sizeof(body));
+  for (char c : body) EXPECT_EQ(c, 0);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
