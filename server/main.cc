@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 #include "common/service_notify.h"
 #include "server/flags.h"
@@ -13,6 +14,10 @@
 int main(int argc, char** argv) {
   using namespace ringfs;
   SetLogPrefix("ringfs-server");
+  // Debian's Abseil is built without NDEBUG, so every Mutex acquisition would also update a
+  // process-wide graph of lock orders (deadlock detection) under one global lock: a debugging aid
+  // the unit tests keep, not a cost the daemon should pay on every request.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<server::ServerConfig> config = server::ParseFlags(argc, argv);
   if (!config.ok()) {
     std::fprintf(stderr, "ringfs-server: %s\n%s", std::string(config.status().message()).c_str(),
