@@ -53,7 +53,7 @@ TEST(ChangesOfTest, WhatEachRequestChanges) {
                                        {InvalidationKind::kInode, 9, -1, 0, ""}}));
 
   const char data[10] = {};
-  EXPECT_EQ(ChangesOf(Make(FUSE_WRITE, 5, WriteArgs{1, 4096, 0, {data, 10}})),
+  EXPECT_EQ(ChangesOf(Make(FUSE_WRITE, 5, WriteArgs{1, 4096, 0, 0, {data, 10}})),
             (std::vector<Invalidation>{{InvalidationKind::kInode, 5, 4096, 10, ""}}));
   fuse_setattr_in truncate{};
   truncate.valid = FATTR_SIZE;
@@ -127,7 +127,7 @@ TEST_F(CoherenceTest, PushesToTheOtherClientsThatHoldTheNodeInTheirIds) {
   ASSERT_NE(a_file, b_file);
 
   const char data[4] = {};
-  auto changes = ChangesOf(Make(FUSE_WRITE, a_file, WriteArgs{1, 0, 0, {data, 4}}));
+  auto changes = ChangesOf(Make(FUSE_WRITE, a_file, WriteArgs{1, 0, 0, 0, {data, 4}}));
   EXPECT_EQ(coherence.Publish(*a, changes), 1u);
   std::vector<Invalidation> got = b->invalidations.Take(1, true);
   EXPECT_EQ(got, (std::vector<Invalidation>{{InvalidationKind::kInode, b_file, 0, 4, ""}}));

@@ -83,6 +83,7 @@ struct AsyncIo {
   uint64_t offset = 0;
   uint32_t length = 0;
   const char* write_data = nullptr;  // into the request frame; the worker keeps the frame alive
+  int write_rw_flags = 0;            // RWF_DSYNC / RWF_SYNC: the write must be durable
   bool datasync = false;
 };
 

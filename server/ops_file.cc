@@ -3,6 +3,7 @@
 // (in floor mode READ and WRITE are answered at once, see Executor::Options).
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -144,13 +145,20 @@ Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body)
       return Outcome{killed, std::nullopt};
     }
   }
+  // A write the caller made synchronous (RWF_DSYNC/RWF_SYNC, or a file opened O_DSYNC/O_SYNC)
+  // arrives with those bits in `flags`. Through the page cache the client kernel follows such a
+  // write with an FSYNC; with FOPEN_DIRECT_IO (ringfs-mount's write-only opens) it does not, and
+  // relies on the server to make the write durable itself.
+  const int rw_flags = (a.flags & (O_SYNC & ~O_DSYNC)) != 0 ? RWF_SYNC
+                       : (a.flags & O_DSYNC) != 0          ? RWF_DSYNC
+                                                           : 0;
   if (a.data.size() <= kInlineWriteBytes) {
     // With the server's credentials, as the ring's writes: which set-id bits a write clears is
     // the client kernel's decision (FUSE_WRITE_KILL_SUIDGID above), not whichever caller this
     // thread last acted as. Free when it acts as root; two capsets and setfsuids otherwise.
     ServerCredsScope as_server;
-    ssize_t n = pwrite((*handle)->fd.get(), a.data.data(), a.data.size(),
-                       static_cast<off_t>(a.offset));
+    const iovec part{const_cast<char*>(a.data.data()), a.data.size()};
+    ssize_t n = pwritev2((*handle)->fd.get(), &part, 1, static_cast<off_t>(a.offset), rw_flags);
     if (n < 0) return Outcome{ErrnoError(errno, "pwrite"), std::nullopt};
     fuse_write_out out{};
     out.size = static_cast<uint32_t>(n);
@@ -163,6 +171,7 @@ Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body)
   io.offset = a.offset;
   io.length = static_cast<uint32_t>(a.data.size());
   io.write_data = a.data.data();
+  io.write_rw_flags = rw_flags;
   return Outcome{absl::OkStatus(), std::move(io)};
 }
 

@@ -170,7 +170,7 @@ absl::StatusOr<RequestArgs> DecodeArgs(uint32_t opcode, const OpStruct& op, Curs
       auto in = op.As<fuse_write_in>();
       if (in.size > wire::kMaxIoBytes) return ErrnoError(E2BIG, "write size above the wire limit");
       if (rest.remaining() != in.size) return ErrnoError(EINVAL, "write payload != write_in.size");
-      return WriteArgs{in.fh, in.offset, in.write_flags, rest.Rest()};
+      return WriteArgs{in.fh, in.offset, in.write_flags, in.flags, rest.Rest()};
     }
     case FUSE_STATFS:
       return StatfsArgs{};

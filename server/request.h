@@ -54,6 +54,7 @@ struct WriteArgs {
   uint64_t fh;
   uint64_t offset;
   uint32_t write_flags;
+  uint32_t flags;  // fuse_write_in.flags: the file's flags, plus O_DSYNC/O_SYNC for a sync write
   std::span<const char> data;
 };
 struct StatfsArgs {};

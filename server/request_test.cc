@@ -2,6 +2,7 @@
 // connection" when the frame itself cannot be trusted.
 #include "server/request.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -277,6 +278,15 @@ TEST(DecodeTest, WriteAndReadSizes) {
   EXPECT_EQ(w.data.size(), 1000u);
   EXPECT_EQ(std::string(w.data.data(), w.data.size()), data);
   EXPECT_EQ(write->reply_capacity, sizeof(fuse_write_out));
+  // A synchronous write (RWF_DSYNC, O_SYNC) keeps its flags: a direct write is made durable by
+  // the server, not by a following FSYNC (ops_file.cc).
+  fuse_write_in sync_in{};
+  sync_in.fh = 1;
+  sync_in.size = 4;
+  sync_in.flags = O_WRONLY | O_DSYNC;
+  auto sync_write = DecodeRequest(Frame(FUSE_WRITE, 1, 2, Bytes(sync_in) + "data"));
+  ASSERT_TRUE(sync_write.ok()) << sync_write.status();
+  EXPECT_EQ(std::get<WriteArgs>(sync_write->args).flags, static_cast<uint32_t>(O_WRONLY | O_DSYNC));
   auto read = DecodeRequest(Frame(FUSE_READ, 1, 2, ReadIn(wire::kMaxIoBytes)));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->reply_capacity, wire::kMaxIoBytes);

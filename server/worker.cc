@@ -677,6 +677,7 @@ void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, A
       break;
     case AsyncIo::Kind::kWrite:
       io_uring_prep_write(sqe, fd, r->io.write_data, r->io.length, r->io.offset);
+      sqe->rw_flags = r->io.write_rw_flags;
       break;
     case AsyncIo::Kind::kFsync:
       io_uring_prep_fsync(sqe, fd, r->io.datasync ? IORING_FSYNC_DATASYNC : 0);
