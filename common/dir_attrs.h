@@ -10,6 +10,11 @@
 // do the same job). The kernel never sees the trailer.
 //
 // Layout: the normal reply body, then 1..kMaxDirAttrTrailers DirAttrTrailer records.
+// MKDIR's reply may carry a second record, for the directory it made: present only when the
+// server found that directory empty after the node entered the client's table (so every name
+// made in it afterwards is pushed to the client) and the export compares names byte for byte.
+// The client may then answer lookups of names it has not heard of itself
+// (frontend/complete_dirs.h); an older client takes it as one more attribute snapshot.
 #pragma once
 
 #include <linux/fuse.h>

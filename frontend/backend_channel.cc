@@ -230,6 +230,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   if (config_.xattrs != nullptr) NoteXattrRequest(r);
   r.dir_ticket =
       config_.dirs != nullptr && header.opcode == FUSE_MKDIR ? config_.dirs->Ticket() : 0;
+  r.dir_empty = false;
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
@@ -914,14 +915,15 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   --live_;
   if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
   r.xattr_ticket = 0;
-  if (r.dir_ticket != 0 && error == 0 && origin == ReplyOrigin::kServer &&
-      body >= sizeof(fuse_entry_out)) {
-    // Before the kernel learns the new directory: nothing can be created in it yet.
+  if (r.dir_ticket != 0 && r.dir_empty && error == 0 && origin == ReplyOrigin::kServer) {
+    // Before the kernel learns the new directory: nothing can be created in it through this
+    // mount yet, and the server found it empty once every change in it was being pushed here.
     fuse_entry_out entry;
     std::memcpy(&entry, r.reply.body, sizeof(entry));
-    if (entry.nodeid != 0) config_.dirs->RecordCreated(entry.nodeid, r.dir_ticket, MonotonicNs());
+    config_.dirs->RecordCreated(entry.nodeid, r.dir_ticket, MonotonicNs());
   }
   r.dir_ticket = 0;
+  r.dir_empty = false;
   if (error == 0 && origin == ReplyOrigin::kServer) {
     const void* op_in = r.iovcnt > 1 ? r.iov[1].iov_base : nullptr;
     size_t op_in_size = r.iovcnt > 1 ? r.iov[1].iov_len : 0;
@@ -1211,7 +1213,8 @@ void BackendChannel::FinishReply() {
 }
 
 size_t BackendChannel::TakeTrailers() {
-  const PendingReply& reply = records_[current_slot_]->reply;
+  Record& r = *records_[current_slot_];
+  const PendingReply& reply = r.reply;
   long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
@@ -1220,6 +1223,12 @@ size_t BackendChannel::TakeTrailers() {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+    // A MKDIR's trailer for the directory it made: the server found it empty (common/dir_attrs.h).
+    if (r.header.opcode == FUSE_MKDIR && plain >= sizeof(fuse_entry_out)) {
+      fuse_entry_out entry;
+      std::memcpy(&entry, reply.body, sizeof(entry));
+      if (entry.nodeid != 0 && trailer.nodeid == entry.nodeid) r.dir_empty = true;
+    }
   }
   return plain;
 }

@@ -201,6 +201,7 @@ class BackendChannel {
     int held_error = 0;
     size_t held_body = 0;
     uint64_t dir_ticket = 0;    // a MKDIR: CompleteDirs' ticket
+    bool dir_empty = false;     // its reply carried the new directory's trailer (still empty)
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;

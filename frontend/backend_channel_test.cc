@@ -85,6 +85,7 @@ class ScriptedServer {
       reply.set_max_inflight(hello.max_inflight());
       reply.set_max_frame_bytes(hello.max_frame_bytes());
       reply.set_dir_attrs(hello.want_dir_attrs());
+      reply.set_invalidations(hello.want_invalidations());
       // Every connection reaches a new instance: as if the server restarted in between.
       reply.set_instance_id(++instances_);
       reply.set_node_handles(hello.want_node_handles());
@@ -130,7 +131,8 @@ class Harness : public ReplySink {
                    DirAttrCache* dir_attrs = nullptr,
                    milliseconds timeout = milliseconds(3000),
                    InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
-                   ServerBinding* binding = nullptr) {
+                   ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
+                   CompleteDirs* dirs = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -143,6 +145,8 @@ class Harness : public ReplySink {
     config.interrupts = interrupts;
     config.ledger = ledger;
     config.binding = binding;
+    config.notifier = notifier;
+    config.dirs = dirs;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -629,6 +633,44 @@ TEST(BackendChannelTest, DirAttrTrailersAreStrippedAndCached) {
     ASSERT_TRUE(attr.has_value()) << nodeid;
     EXPECT_EQ(attr->attr.ino, nodeid);
   }
+}
+
+// A MKDIR makes its directory known complete only when the server's answer carries the new
+// directory's own trailer (the server found it empty, common/dir_attrs.h); a reconnect forgets.
+TEST(BackendChannelTest, OnlyAMkdirTheServerFoundEmptyMakesADirectoryComplete) {
+  ScriptedServer server([](int fd) {
+    auto entry = [](uint64_t nodeid) {
+      fuse_entry_out out{};
+      out.nodeid = nodeid;
+      out.attr.mode = S_IFDIR | 0755;
+      return std::string(reinterpret_cast<const char*>(&out), sizeof(out));
+    };
+    fuse_in_header empty = ReadRequest(fd), full = ReadRequest(fd), old = ReadRequest(fd);
+    WriteReply(fd, empty.unique, 0, entry(20) + Trailer(1, 1) + Trailer(20, 1));
+    WriteReply(fd, full.unique, 0, entry(21) + Trailer(1, 2));  // not empty, or an old server
+    WriteReply(fd, old.unique, 0, entry(22) + Trailer(1, 3) + Trailer(5, 3));  // another node's
+    ReadRequest(fd);
+  });
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  KernelNotifier notifier{UniqueFd(null_fd), nullptr, nullptr};
+  DirAttrCache cache;
+  CompleteDirs dirs(60'000'000'000);
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr,
+            &notifier, &dirs);
+  for (uint32_t slot = 0; slot < 3; ++slot) {
+    h.Send(slot, FUSE_MKDIR, slot + 1, sizeof(fuse_entry_out), sizeof(fuse_entry_out));
+  }
+  h.WaitForAnswers(3);
+  for (auto& [slot, answer] : h.answers_) {
+    EXPECT_EQ(answer.header.error, 0) << slot;
+    EXPECT_EQ(answer.body_size, sizeof(fuse_entry_out)) << slot;  // the kernel sees no trailer
+  }
+  const uint64_t now = MonotonicNs();
+  EXPECT_GT(dirs.KnownAbsent(20, "x", now), 0u);
+  EXPECT_EQ(dirs.KnownAbsent(21, "x", now), 0u);
+  EXPECT_EQ(dirs.KnownAbsent(22, "x", now), 0u);
+  EXPECT_EQ(dirs.dirs(), 1u);
 }
 
 TEST(BackendChannelTest, TrailersAreInvalidWhereTheyDoNotBelong) {

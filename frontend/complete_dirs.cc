@@ -1,13 +1,18 @@
 #include "frontend/complete_dirs.h"
 
+#include <limits.h>
+
 #include "absl/strings/string_view.h"
 
 namespace ringfs::frontend {
 
-bool CompleteDirs::KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const {
+uint64_t CompleteDirs::KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const {
+  if (name.empty() || name.size() > NAME_MAX) return 0;
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
-  return it != dirs_.end() && now_ns < it->second.expires_ns && !it->second.names.contains(absl::string_view(name.data(), name.size()));
+  if (it == dirs_.end() || now_ns >= it->second.expires_ns) return 0;
+  if (it->second.names.contains(absl::string_view(name.data(), name.size()))) return 0;
+  return it->second.expires_ns - now_ns;
 }
 
 uint64_t CompleteDirs::Ticket() const {

@@ -6,8 +6,10 @@
 // directories they have just made: one round trip in three per created file was that LOOKUP.
 // CephFS answers such lookups the same way from a directory it holds "complete".
 //
-// When a directory is known complete: this mount created it (MKDIR answered) and nothing about
-// it was heard between sending the MKDIR and its answer (a ticket, as in XattrAbsenceCache).
+// When a directory is known complete: this mount created it, the server's MKDIR answer says it
+// was still empty once it was in this client's node table (a trailer, common/dir_attrs.h: from
+// then on every name made in it elsewhere is pushed here), and nothing about it was heard
+// between sending the MKDIR and its answer (a ticket, as in XattrAbsenceCache).
 // From then on its names are those this mount created, linked or renamed into it (recorded
 // when the request is sent, before the server can answer) and those another client or a
 // process on the server changed (pushed entry invalidations): any name recorded is "maybe
@@ -41,15 +43,15 @@ class CompleteDirs {
   explicit CompleteDirs(uint64_t lifetime_ns, size_t max_dirs = 4096, size_t max_names = 1 << 18)
       : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs), max_names_(max_names) {}
 
-  // Whether LOOKUP of `name` in `dir` can be answered "no such entry" at `now_ns`.
-  bool KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const;
-  // How long the kernel may keep such an answer (the server's negative entries live as long).
-  uint64_t lifetime_ns() const { return lifetime_ns_; }
+  // Whether LOOKUP of `name` in `dir` can be answered "no such entry" at `now_ns`: 0 when not,
+  // else for how many more nanoseconds the knowledge holds (the kernel may keep the answer that
+  // long, no longer). Names longer than NAME_MAX are never answered (the server's ENAMETOOLONG).
+  uint64_t KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const;
 
   // Taken when a MKDIR is sent to the server; 0 while disabled.
   uint64_t Ticket() const;
-  // The MKDIR sent with `ticket` made `dir` (empty). Ignored for ticket 0, or when anything about
-  // `dir` was heard, or the cache was reset, since the ticket was taken.
+  // The MKDIR sent with `ticket` made `dir`, and the server found it empty. Ignored for ticket 0,
+  // or when anything about `dir` was heard, or the cache was reset, since the ticket was taken.
   void RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns);
   // `name` may now exist in `dir`: this mount is about to send a request that may create it, or
   // another client or the export changed it (a pushed entry invalidation).

@@ -19,7 +19,9 @@ TEST(CompleteDirsTest, ADirectoryThisMountMadeKnowsEveryName) {
   dirs.AddName(7, "a");  // this mount sends a CREATE of it
   EXPECT_FALSE(dirs.KnownAbsent(7, "a", 1));
   EXPECT_TRUE(dirs.KnownAbsent(7, "b", 1));
+  EXPECT_EQ(dirs.KnownAbsent(7, "b", 59 * kSec), kSec);  // what is left of the lifetime
   EXPECT_FALSE(dirs.KnownAbsent(7, "b", 60 * kSec));  // the lifetime is over
+  EXPECT_FALSE(dirs.KnownAbsent(7, std::string(256, 'n'), 1));  // the server's ENAMETOOLONG
   EXPECT_EQ(dirs.names(), 1u);
 }
 

@@ -32,8 +32,8 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
     case FUSE_LOOKUP: {
       if (caches.dirs == nullptr || payload.empty()) return std::nullopt;
       // Decided before `body` is written: it may overlap the name.
-      if (!caches.dirs->KnownAbsent(nodeid, FirstName(payload), now_ns)) return std::nullopt;
-      const uint64_t valid = caches.dirs->lifetime_ns();
+      const uint64_t valid = caches.dirs->KnownAbsent(nodeid, FirstName(payload), now_ns);
+      if (valid == 0) return std::nullopt;
       fuse_entry_out out{};  // node id 0: the kernel keeps a negative dentry for entry_valid
       out.entry_valid = valid / 1'000'000'000;
       out.entry_valid_nsec = static_cast<uint32_t>(valid % 1'000'000'000);

@@ -8,7 +8,8 @@
 // - GETATTR of a directory whose post-operation attributes arrived with a create/remove reply
 //   (DirAttrCache): answered from them once.
 // - LOOKUP of a name known absent from a directory this mount knows complete (CompleteDirs): a
-//   negative entry (node id 0) with the entry lifetime, as the server would answer.
+//   negative entry (node id 0), valid for as long as that knowledge holds (at most the entry
+//   lifetime, as the server's own negative entries).
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once

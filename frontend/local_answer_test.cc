@@ -124,7 +124,13 @@ TEST(LocalAnswerTest, LookupOfANameAbsentFromACompleteDirectoryIsANegativeEntry)
   fuse_entry_out out;
   std::memcpy(&out, buffer, sizeof(out));
   EXPECT_EQ(out.nodeid, 0u);
-  EXPECT_EQ(out.entry_valid, 60u);
+  EXPECT_EQ(out.entry_valid, 59u);  // what is left of the 60 s, asked 1 s after the MKDIR
+  EXPECT_EQ(out.entry_valid_nsec, 0u);
+  // Never longer than the knowledge: at 59 s, one second is left.
+  std::memcpy(buffer, "absent", 7);
+  ASSERT_TRUE(AnswerLocally(FUSE_LOOKUP, 9, nullptr, 0, {buffer, 7}, caches, buffer, 59 * kSec));
+  std::memcpy(&out, buffer, sizeof(out));
+  EXPECT_EQ(out.entry_valid, 1u);
   EXPECT_EQ(out.entry_valid_nsec, 0u);
   // A name this mount made, a directory it did not make, and after the lifetime: the server.
   char made[] = "made";

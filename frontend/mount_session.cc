@@ -242,7 +242,9 @@ absl::Status MountSession::StartNotifier() {
   // Absences are trusted as long as attributes: invalidations cover changes through ringfs.
   xattrs_ = std::make_unique<XattrAbsenceCache>(static_cast<uint64_t>(
       options_.attr_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
-  if (options_.complete_dirs) {
+  // With several servers (one distributed filesystem behind each) a name made through another
+  // server reaches this one only by its export watch, which does not see other hosts' changes.
+  if (options_.complete_dirs && options_.servers.size() <= 1) {
     // Known as long as a negative entry from the server would be.
     complete_dirs_ = std::make_unique<CompleteDirs>(static_cast<uint64_t>(
         options_.entry_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));

@@ -16,8 +16,14 @@ constexpr size_t DirAttrsCapacity() {
 }
 
 // Stats the directories `request` changed and appends one trailer for each that can still be
-// stat'ed. The trailer is an optimisation: a directory that cannot be stat'ed is left out and
+// stat'ed; for MKDIR also one for the new directory when it is still empty (wire_format.md,
+// "Post-operation directory attributes"). The trailer is an optimisation: a directory that cannot be stat'ed is left out and
 // the client asks for it the usual way. REQUIRES: body has DirAttrsCapacity() bytes spare.
 void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body);
+
+// Whether the directory open (for reading) at `fd` has no entry but "." and "..", on a
+// filesystem that compares names byte for byte (no case-folding directory, not vfat/exfat/NTFS/
+// SMB), so that a client told so may treat every other name as absent.
+bool EmptyWithExactNames(int fd);
 
 }  // namespace ringfs::server
