@@ -15,6 +15,10 @@
 // made in it afterwards is pushed to the client) and the export compares names byte for byte.
 // The client may then answer lookups of names it has not heard of itself
 // (frontend/complete_dirs.h); an older client takes it as one more attribute snapshot.
+// With empty-dir hints also negotiated (ClientHello.want_empty_dir_hints), a LOOKUP answered
+// "no such entry" (node id 0) may carry one record, for its directory: present only when the
+// server found that directory empty and names compared byte for byte. The client holds the
+// directory, so every name made in it elsewhere from then on is pushed to it.
 #pragma once
 
 #include <linux/fuse.h>
@@ -36,6 +40,8 @@ static_assert(sizeof(DirAttrTrailer) == 112, "wire layout");
 inline constexpr size_t kMaxDirAttrTrailers = 2;
 
 // Opcodes whose success reply may carry dir-attr trailers.
-constexpr bool CarriesDirAttrs(uint32_t opcode) { return fuse::ChangesNamespace(opcode); }
+constexpr bool CarriesDirAttrs(uint32_t opcode, bool empty_dir_hints) {
+  return fuse::ChangesNamespace(opcode) || (empty_dir_hints && opcode == FUSE_LOOKUP);
+}
 
 }  // namespace ringfs::wire

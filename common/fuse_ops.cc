@@ -1,5 +1,7 @@
 #include "common/fuse_ops.h"
 
+#include <fcntl.h>
+
 #include <array>
 #include <cstring>
 
@@ -134,6 +136,16 @@ ReplyBounds SuccessReplyBounds(uint32_t opcode, const void* op_in, size_t op_in_
     default:
       return {0, 0, true};
   }
+}
+
+bool ChangesSomething(uint32_t opcode, const void* op_in, size_t op_in_size) {
+  if (opcode == FUSE_OPEN) {
+    fuse_open_in open{};
+    if (op_in == nullptr || op_in_size < sizeof(open)) return false;
+    std::memcpy(&open, op_in, sizeof(open));
+    return (open.flags & O_TRUNC) != 0;
+  }
+  return !ChangesNothing(opcode);
 }
 
 }  // namespace ringfs::fuse

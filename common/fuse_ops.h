@@ -68,4 +68,45 @@ constexpr bool ChangesNamespace(uint32_t opcode) {
   }
 }
 
+// Requests that change nothing on the server a client caches: no attribute (atime aside), no
+// name, no data (what ringfs-mount may keep about a node does not go stale when one is sent).
+// OPEN with O_TRUNC changes its file: see ChangesSomething.
+constexpr bool ChangesNothing(uint32_t opcode) {
+  switch (opcode) {
+    case FUSE_LOOKUP:
+    case FUSE_FORGET:
+    case FUSE_BATCH_FORGET:
+    case FUSE_GETATTR:
+    case FUSE_READLINK:
+    case FUSE_OPEN:
+    case FUSE_READ:
+    case FUSE_STATFS:
+    case FUSE_RELEASE:
+    case FUSE_FSYNC:
+    case FUSE_GETXATTR:
+    case FUSE_LISTXATTR:
+    case FUSE_FLUSH:
+    case FUSE_OPENDIR:
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS:
+    case FUSE_RELEASEDIR:
+    case FUSE_FSYNCDIR:
+    case FUSE_GETLK:
+    case FUSE_SETLK:
+    case FUSE_SETLKW:
+    case FUSE_ACCESS:
+    case FUSE_INTERRUPT:
+    case FUSE_BMAP:
+    case FUSE_POLL:
+    case FUSE_LSEEK:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Whether a request may change what a client caches: not ChangesNothing, or an OPEN with
+// O_TRUNC. `op_in` is its argument struct (op_in_size bytes).
+bool ChangesSomething(uint32_t opcode, const void* op_in, size_t op_in_size);
+
 }  // namespace ringfs::fuse

@@ -150,6 +150,22 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         {"ringfs_frontend_invalidations_not_cached_total",
          "Invalidations from the server for nodes or names the kernel no longer cached",
          MetricType::Counter, snapshot.invalidations_not_cached},
+        {"ringfs_frontend_complete_dirs",
+         "Directories whose every name the mount knows, so it answers lookups of absent names "
+         "itself (expired ones included until pruned)",
+         MetricType::Gauge, snapshot.complete_dirs},
+        {"ringfs_frontend_changes_unsettled",
+         "Requests that change something (writes, attributes, names) sent to the server and not "
+         "answered yet; stuck above zero after a lost connection until a new server instance "
+         "is reached",
+         MetricType::Gauge, snapshot.changes_unsettled},
+        {"ringfs_frontend_kept_entries",
+         "Names whose node the mount knows, to answer a lookup after the kernel forgot the node",
+         MetricType::Gauge, snapshot.kept_entries},
+        {"ringfs_frontend_kept_lookups",
+         "Lookups of nodes the kernel forgot that the mount keeps (their FORGET withheld, so the "
+         "server goes on pushing their changes)",
+         MetricType::Gauge, snapshot.kept_lookups},
     };
     for (const auto& one : series) {
       MetricFamily family = Family(one.name, one.help, one.type);

@@ -82,6 +82,8 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);
   hello.set_want_node_handles(config.ledger != nullptr);
   hello.set_want_invalidations(config.notifier != nullptr);
+  hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
+                                 config.notifier != nullptr);
   return hello;
 }
 
@@ -118,6 +120,8 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.instance_id = reply.instance_id();
   session.node_handles = config.ledger != nullptr && reply.node_handles();
   session.invalidations = config.notifier != nullptr && reply.invalidations();
+  session.empty_dir_hints = session.dir_attrs && session.invalidations &&
+                            config.dirs != nullptr && reply.empty_dir_hints();
   return session;
 }
 
@@ -228,9 +232,17 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   }
   r.xattr_ticket = 0;
   if (config_.xattrs != nullptr) NoteXattrRequest(r);
-  r.dir_ticket =
-      config_.dirs != nullptr && header.opcode == FUSE_MKDIR ? config_.dirs->Ticket() : 0;
+  r.dir_ticket = 0;
   r.dir_empty = false;
+  if (config_.dirs != nullptr) {
+    if (header.opcode == FUSE_MKDIR) r.dir_ticket = config_.dirs->Ticket();
+    if (header.opcode == FUSE_LOOKUP && empty_dir_hints_on_) {
+      r.dir_ticket = config_.dirs->LookupTicket();
+    }
+    r.change = fuse::ChangesSomething(header.opcode, nparts > 0 ? parts[0].iov_base : nullptr,
+                                      nparts > 0 ? parts[0].iov_len : 0);
+    if (r.change) config_.dirs->BeginChange();
+  }
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
@@ -305,7 +317,10 @@ void BackendChannel::KickSend() {
       skip = 0;
       send_iov_[n++] = part;
     }
-    if (item.slot != kOneWay) records_[item.slot]->in_send = true;
+    if (item.slot != kOneWay) {
+      records_[item.slot]->in_send = true;
+      records_[item.slot]->reached = true;
+    }
     ++items;
   }
   send_items_ = items;
@@ -519,6 +534,7 @@ void BackendChannel::Install(ServerSession session) {
   const uint64_t now = MonotonicNs();
   fd_ = std::move(session.fd);
   dir_attrs_on_ = session.dir_attrs;
+  empty_dir_hints_on_ = session.empty_dir_hints;
   node_handles_on_ = session.node_handles;
   if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
     RINGFS_LOG_WARN("queue %u: server %s does not push cache invalidations: changes made through "
@@ -530,8 +546,10 @@ void BackendChannel::Install(ServerSession session) {
     // Without pushes nothing stays known; after a reconnect pushes may have been lost.
     if (!session.invalidations) {
       config_.dirs->Disable();
+      if (config_.kept != nullptr) config_.kept->Disable();
     } else if (ever_connected_) {
       config_.dirs->Reset();
+      if (config_.kept != nullptr) config_.kept->Reset();
     }
   }
   server_max_inflight_ = session.max_inflight;
@@ -541,6 +559,11 @@ void BackendChannel::Install(ServerSession session) {
     RINGFS_LOG_WARN("queue %u: %s is a different server instance (%016x, was %016x): files and "
                     "directories known before answer ESTALE until looked up again",
                     config_.queue, config_.address.text, session.instance_id, server_instance_);
+  }
+  if (ever_connected_ && session.instance_id != server_instance_ && unsettled_changes_ != 0) {
+    // The process that may have had them is gone (this is a new one), so they will never run.
+    config_.dirs->EndChange(unsettled_changes_);
+    unsettled_changes_ = 0;
   }
   server_instance_ = session.instance_id;
   if (ever_connected_) {
@@ -682,8 +705,9 @@ void BackendChannel::Fail(std::string_view why) {
                   config_.queue, config_.address.text, why, on_wire_);
   shutdown(fd_.get(), SHUT_RDWR);  // completes the outstanding receive and send
   state_ = State::kDraining;
-  // Pushes may be lost from now on: no directory stays known complete.
+  // Pushes may be lost from now on: no directory stays known complete, no entry kept.
   if (config_.dirs != nullptr) config_.dirs->Reset();
+  if (config_.kept != nullptr) config_.kept->Reset();
   down_since_ns_ = MonotonicNs();
   if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
 }
@@ -707,6 +731,7 @@ void BackendChannel::FinishDrain() {
   mode_ = RecvMode::kIdle;
   staging_begin_ = staging_end_ = 0;
   current_slot_ = kOneWay;
+  for (const auto& [unique, dropped] : dropped_) unsettled_changes_ += dropped.change ? 1 : 0;
   dropped_.clear();
   on_wire_ = 0;
   front_sent_ = 0;
@@ -856,7 +881,8 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
     case Stage::kSent:
       // The server has it: its reply, if one comes, is read and dropped.
       --on_wire_;
-      dropped_[r.unique] = {r.header.opcode, r.header.nodeid};
+      dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change};
+      r.change = false;  // settled when its reply comes
       break;
     case Stage::kFree:
       return;
@@ -915,12 +941,25 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   --live_;
   if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
   r.xattr_ticket = 0;
+  if (r.change) {
+    // Settled when the server answered or never had it; otherwise it may still run there.
+    if (origin == ReplyOrigin::kServer || !r.reached) {
+      config_.dirs->EndChange();
+    } else {
+      ++unsettled_changes_;
+    }
+    r.change = false;
+  }
   if (r.dir_ticket != 0 && r.dir_empty && error == 0 && origin == ReplyOrigin::kServer) {
-    // Before the kernel learns the new directory: nothing can be created in it through this
-    // mount yet, and the server found it empty once every change in it was being pushed here.
-    fuse_entry_out entry;
-    std::memcpy(&entry, r.reply.body, sizeof(entry));
-    config_.dirs->RecordCreated(entry.nodeid, r.dir_ticket, MonotonicNs());
+    if (r.header.opcode == FUSE_MKDIR) {
+      // Before the kernel learns the new directory: nothing can be created in it through this
+      // mount yet, and the server found it empty once every change in it was being pushed here.
+      fuse_entry_out entry;
+      std::memcpy(&entry, r.reply.body, sizeof(entry));
+      config_.dirs->RecordCreated(entry.nodeid, r.dir_ticket, MonotonicNs());
+    } else {
+      config_.dirs->RecordFoundEmpty(r.header.nodeid, r.dir_ticket, MonotonicNs());
+    }
   }
   r.dir_ticket = 0;
   r.dir_empty = false;
@@ -1096,6 +1135,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   if (auto dropped = dropped_.find(header.unique); dropped != dropped_.end()) {
     current_dropped_ = dropped->second;
     dropped_.erase(dropped);
+    if (current_dropped_.change) config_.dirs->EndChange();
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();
     return true;
@@ -1108,7 +1148,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   uint32_t slot = it->second;
   const PendingReply& expect = records_[slot]->reply;
-  if (!ValidReply(expect, header, body, dir_attrs_on_)) {
+  if (!ValidReply(expect, header, body, dir_attrs_on_, empty_dir_hints_on_)) {
     RINGFS_LOG_WARN("queue %u: invalid reply to %s request %u: error %d, %zu body bytes",
                     config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
                     header.error, body);
@@ -1215,7 +1255,7 @@ void BackendChannel::FinishReply() {
 size_t BackendChannel::TakeTrailers() {
   Record& r = *records_[current_slot_];
   const PendingReply& reply = r.reply;
-  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_);
+  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_, empty_dir_hints_on_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
@@ -1223,11 +1263,18 @@ size_t BackendChannel::TakeTrailers() {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
-    // A MKDIR's trailer for the directory it made: the server found it empty (common/dir_attrs.h).
-    if (r.header.opcode == FUSE_MKDIR && plain >= sizeof(fuse_entry_out)) {
+    // The trailer of a directory the server found empty (common/dir_attrs.h): a MKDIR's for
+    // the directory it made, a negative LOOKUP's for the directory it looked in.
+    if (plain >= sizeof(fuse_entry_out)) {
       fuse_entry_out entry;
       std::memcpy(&entry, reply.body, sizeof(entry));
-      if (entry.nodeid != 0 && trailer.nodeid == entry.nodeid) r.dir_empty = true;
+      if (r.header.opcode == FUSE_MKDIR && entry.nodeid != 0 && trailer.nodeid == entry.nodeid) {
+        r.dir_empty = true;
+      }
+      if (r.header.opcode == FUSE_LOOKUP && entry.nodeid == 0 &&
+          trailer.nodeid == r.header.nodeid) {
+        r.dir_empty = true;
+      }
     }
   }
   return plain;

@@ -37,6 +37,7 @@
 #include "common/unique_fd.h"
 #include "common/wire.h"
 #include "frontend/complete_dirs.h"
+#include "frontend/kept_entries.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kernel_notifier.h"
@@ -88,6 +89,8 @@ struct BackendConfig {
   // Directories this mount knows complete (MKDIR answers make them; a lost or new connection
   // forgets them all); null: off.
   CompleteDirs* dirs = nullptr;
+  // Entries the kernel forgot, kept (frontend/kept_entries.h); null: off. Needs `dirs`.
+  KeptEntries* kept = nullptr;
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;
@@ -100,6 +103,7 @@ std::string TlsServerName(const BackendConfig& config);
 struct ServerSession {
   UniqueFd fd;
   bool dir_attrs = false;     // the server appends dir-attr trailers
+  bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
   bool node_handles = false;  // handle notifications and reclaim (common/node_handle.h)
@@ -200,8 +204,10 @@ class BackendChannel {
     bool held = false;  // answered while still in the outstanding SENDMSG
     int held_error = 0;
     size_t held_body = 0;
-    uint64_t dir_ticket = 0;    // a MKDIR: CompleteDirs' ticket
-    bool dir_empty = false;     // its reply carried the new directory's trailer (still empty)
+    uint64_t dir_ticket = 0;    // a MKDIR or LOOKUP: CompleteDirs' ticket
+    bool dir_empty = false;     // its reply carried the trailer of a directory found empty
+    bool change = false;        // may change what a client caches, not settled (CompleteDirs)
+    bool reached = false;       // handed to a socket at least once: the server may have it
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;
@@ -296,6 +302,10 @@ class BackendChannel {
   std::string invalidation_buf_;                    // the invalidation frame being read
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
+  bool empty_dir_hints_on_ = false;
+  // Changes the server instance `server_instance_` may still run, their answers
+  // lost with a connection: settled once a connection reaches another instance.
+  uint64_t unsettled_changes_ = 0;
   uint32_t server_max_inflight_ = 0;
   uint64_t server_instance_ = 0;  // of the last connection
   // The connection being set up: socket, handshake bytes out and in, deadline.
@@ -327,6 +337,7 @@ class BackendChannel {
   struct Dropped {
     uint32_t opcode = 0;
     uint64_t nodeid = 0;
+    bool change = false;   // settled when its reply is read
   };
   absl::flat_hash_map<uint64_t, Dropped> dropped_;
   Dropped current_dropped_;  // of the dropped reply being read; opcode 0 when none

@@ -86,6 +86,7 @@ class ScriptedServer {
       reply.set_max_frame_bytes(hello.max_frame_bytes());
       reply.set_dir_attrs(hello.want_dir_attrs());
       reply.set_invalidations(hello.want_invalidations());
+      reply.set_empty_dir_hints(hello.want_empty_dir_hints());
       // Every connection reaches a new instance: as if the server restarted in between.
       reply.set_instance_id(++instances_);
       reply.set_node_handles(hello.want_node_handles());
@@ -671,6 +672,68 @@ TEST(BackendChannelTest, OnlyAMkdirTheServerFoundEmptyMakesADirectoryComplete) {
   EXPECT_EQ(dirs.KnownAbsent(21, "x", now), 0u);
   EXPECT_EQ(dirs.KnownAbsent(22, "x", now), 0u);
   EXPECT_EQ(dirs.dirs(), 1u);
+}
+
+// A LOOKUP that found no entry may carry its directory's trailer: the server found that
+// directory empty. It counts only for a negative entry, for the directory looked in, and when
+// no name-space change of this mount was unsettled meanwhile.
+TEST(BackendChannelTest, ANegativeLookupInADirectoryTheServerFoundEmptyMakesItComplete) {
+  std::atomic<bool> create_answered{false};
+  ScriptedServer server([&](int fd) {
+    fuse_entry_out negative{};
+    const std::string none(reinterpret_cast<const char*>(&negative), sizeof(negative));
+    fuse_entry_out found{};
+    found.nodeid = 40;
+    const std::string some(reinterpret_cast<const char*>(&found), sizeof(found));
+    fuse_in_header empty = ReadRequest(fd), other = ReadRequest(fd), positive = ReadRequest(fd);
+    WriteReply(fd, empty.unique, 0, none + Trailer(30, 1));
+    WriteReply(fd, other.unique, 0, none + Trailer(5, 1));       // another node's: ignored
+    WriteReply(fd, positive.unique, 0, some + Trailer(32, 1));   // an entry was found
+    // A CREATE in 33 is held; a LOOKUP in 34 sent meanwhile finds 34 empty: its word does not
+    // count (the CREATE might have been in 34 on another connection, not yet run).
+    fuse_in_header create = ReadRequest(fd), during = ReadRequest(fd);
+    WriteReply(fd, during.unique, 0, none + Trailer(34, 1));
+    WriteReply(fd, create.unique, 0, some);
+    create_answered = true;
+    fuse_in_header after = ReadRequest(fd);
+    WriteReply(fd, after.unique, 0, none + Trailer(35, 1));
+    ReadRequest(fd);
+  });
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  KernelNotifier notifier{UniqueFd(null_fd), nullptr, nullptr};
+  DirAttrCache cache;
+  CompleteDirs dirs(60'000'000'000);
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr,
+            &notifier, &dirs);
+  const size_t entry = sizeof(fuse_entry_out);
+  h.WaitConnected();
+  h.Send(0, FUSE_LOOKUP, 1, entry, entry, std::string("a\0", 2), false, 30);
+  h.Send(1, FUSE_LOOKUP, 2, entry, entry, std::string("a\0", 2), false, 31);
+  h.Send(2, FUSE_LOOKUP, 3, entry, entry, std::string("a\0", 2), false, 32);
+  h.WaitForAnswers(3);
+  for (auto& [slot, answer] : h.answers_) {
+    EXPECT_EQ(answer.header.error, 0) << slot;
+    EXPECT_EQ(answer.body_size, entry) << slot;  // the kernel sees no trailer
+  }
+  uint64_t now = MonotonicNs();
+  EXPECT_GT(dirs.KnownAbsent(30, "x", now), 0u);
+  EXPECT_EQ(dirs.KnownAbsent(31, "x", now), 0u);
+  EXPECT_EQ(dirs.KnownAbsent(32, "x", now), 0u);
+
+  h.Send(3, FUSE_CREATE, 4, entry, entry + sizeof(fuse_open_out), std::string("b\0", 2), false,
+         33);
+  h.RunUntil([&] { return dirs.unsettled() == 1; });
+  EXPECT_EQ(dirs.unsettled(), 1u);
+  h.Send(4, FUSE_LOOKUP, 5, entry, entry, std::string("a\0", 2), false, 34);
+  h.WaitForAnswers(5);
+  EXPECT_EQ(dirs.unsettled(), 0u);
+  h.Send(5, FUSE_LOOKUP, 6, entry, entry, std::string("a\0", 2), false, 35);
+  h.WaitForAnswers(6);
+  now = MonotonicNs();
+  EXPECT_EQ(dirs.KnownAbsent(34, "x", now), 0u);
+  EXPECT_GT(dirs.KnownAbsent(35, "x", now), 0u);
+  EXPECT_EQ(dirs.dirs(), 2u);
 }
 
 TEST(BackendChannelTest, TrailersAreInvalidWhereTheyDoNotBelong) {

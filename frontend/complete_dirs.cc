@@ -2,6 +2,8 @@
 
 #include <limits.h>
 
+#include <algorithm>
+
 #include "absl/strings/string_view.h"
 
 namespace ringfs::frontend {
@@ -20,8 +22,45 @@ uint64_t CompleteDirs::Ticket() const {
   return disabled_ || lifetime_ns_ == 0 ? 0 : seq_;
 }
 
+uint64_t CompleteDirs::LookupTicket() const {
+  absl::MutexLock lock(&mu_);
+  return disabled_ || lifetime_ns_ == 0 || unsettled_ != 0 ? 0 : seq_;
+}
+
 void CompleteDirs::RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
+  RecordLocked(dir, ticket, now_ns);
+}
+
+void CompleteDirs::RecordFoundEmpty(uint64_t dir, uint64_t ticket, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  if (unsettled_ != 0 || last_change_ > ticket) return;
+  RecordLocked(dir, ticket, now_ns);
+}
+
+void CompleteDirs::BeginChange() {
+  absl::MutexLock lock(&mu_);
+  ++unsettled_;
+  ++begun_;
+  last_change_ = ++seq_;
+}
+
+uint64_t CompleteDirs::ChangeTicket() const {
+  absl::MutexLock lock(&mu_);
+  return unsettled_ != 0 ? 0 : begun_ + 1;
+}
+
+bool CompleteDirs::Quiet(uint64_t ticket, bool self) const {
+  absl::MutexLock lock(&mu_);
+  return ticket != 0 && unsettled_ == 0 && begun_ == ticket - 1 + (self ? 1 : 0);
+}
+
+void CompleteDirs::EndChange(uint64_t count) {
+  absl::MutexLock lock(&mu_);
+  unsettled_ -= std::min(unsettled_, count);
+}
+
+void CompleteDirs::RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns) {
   if (disabled_ || ticket == 0 || ticket < floor_) return;
   if (auto it = touched_.find(dir); it != touched_.end() && it->second > ticket) return;
   if (dirs_.size() >= max_dirs_) {
@@ -32,9 +71,8 @@ void CompleteDirs::RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns)
     }
     if (dirs_.size() >= max_dirs_) return;
   }
-  Dir& entry = dirs_[dir];
-  names_ -= entry.names.size();  // an id is never handed out twice, but stay exact anyway
-  entry = Dir{now_ns + lifetime_ns_, {}};
+  // Names recorded while it was known complete stay: a request sent then may not have run yet.
+  dirs_[dir].expires_ns = now_ns + lifetime_ns_;
 }
 
 void CompleteDirs::AddName(uint64_t dir, std::string_view name) {
@@ -78,6 +116,11 @@ size_t CompleteDirs::dirs() const {
 size_t CompleteDirs::names() const {
   absl::MutexLock lock(&mu_);
   return names_;
+}
+
+uint64_t CompleteDirs::unsettled() const {
+  absl::MutexLock lock(&mu_);
+  return unsettled_;
 }
 
 void CompleteDirs::TouchLocked(uint64_t dir) {

@@ -6,10 +6,18 @@
 // directories they have just made: one round trip in three per created file was that LOOKUP.
 // CephFS answers such lookups the same way from a directory it holds "complete".
 //
-// When a directory is known complete: this mount created it, the server's MKDIR answer says it
-// was still empty once it was in this client's node table (a trailer, common/dir_attrs.h: from
-// then on every name made in it elsewhere is pushed here), and nothing about it was heard
-// between sending the MKDIR and its answer (a ticket, as in XattrAbsenceCache).
+// When a directory is known complete: the server found it empty at a moment from which every
+// name made in it elsewhere is pushed here (a trailer, common/dir_attrs.h), and nothing about it
+// was heard between sending the request and its answer (a ticket, as in XattrAbsenceCache). Two
+// requests carry that word:
+//  - MKDIR: the new directory was still empty once it was in this client's node table;
+//  - LOOKUP answered "no such entry": its directory (already in the table, as the kernel holds
+//    it) was empty. Here this mount's own requests matter too: a CREATE sent earlier on another
+//    connection may not have run yet when the server looked, and the server pushes nothing back
+//    to the client that made a change. So a LOOKUP's word counts only when no request of this
+//    mount that changes anything (fuse::ChangesNothing is false) was unsettled (sent, its answer
+//    not yet read from the server) from the moment the LOOKUP was sent to its answer
+//    (BeginChange/EndChange).
 // From then on its names are those this mount created, linked or renamed into it (recorded
 // when the request is sent, before the server can answer) and those another client or a
 // process on the server changed (pushed entry invalidations): any name recorded is "maybe
@@ -50,9 +58,29 @@ class CompleteDirs {
 
   // Taken when a MKDIR is sent to the server; 0 while disabled.
   uint64_t Ticket() const;
+  // Taken when a LOOKUP is sent; 0 (no word will count) while disabled or while a change is
+  // unsettled (BeginChange).
+  uint64_t LookupTicket() const;
   // The MKDIR sent with `ticket` made `dir`, and the server found it empty. Ignored for ticket 0,
   // or when anything about `dir` was heard, or the cache was reset, since the ticket was taken.
+  // Names already recorded for `dir` are kept.
   void RecordCreated(uint64_t dir, uint64_t ticket, uint64_t now_ns);
+  // A LOOKUP in `dir` sent with `ticket` found no entry, and the server found `dir` empty. As
+  // RecordCreated, and also ignored when a change was sent since the ticket, or one is still
+  // unsettled.
+  void RecordFoundEmpty(uint64_t dir, uint64_t ticket, uint64_t now_ns);
+  // A request that may change something (not fuse::ChangesNothing, or an OPEN with O_TRUNC) is
+  // sent / settled: its answer was read from the server, or it never reached it. One that
+  // reached a server and got no answer stays unsettled until the channel knows that server
+  // process is gone.
+  void BeginChange();
+  void EndChange(uint64_t count = 1);
+  // For other caches that must know that no change of this mount raced a reply
+  // (KeptEntries): taken before a request is sent (0 while any change is unsettled), and checked
+  // once its answer was settled: nothing unsettled, and no change sent since the ticket but the
+  // request itself (`self`: it is one).
+  uint64_t ChangeTicket() const;
+  bool Quiet(uint64_t ticket, bool self) const;
   // `name` may now exist in `dir`: this mount is about to send a request that may create it, or
   // another client or the export changed it (a pushed entry invalidation).
   void AddName(uint64_t dir, std::string_view name);
@@ -66,6 +94,7 @@ class CompleteDirs {
 
   size_t dirs() const;   // directories known complete (expired ones included until pruned)
   size_t names() const;  // names recorded in them
+  uint64_t unsettled() const;  // changes sent and not settled
 
  private:
   struct Dir {
@@ -74,6 +103,8 @@ class CompleteDirs {
   };
   // Remembers that `dir` was heard of, so a ticket taken before is refused.
   void TouchLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(absl::flat_hash_map<uint64_t, Dir>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -86,6 +117,9 @@ class CompleteDirs {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // tickets below it are refused
   size_t names_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unsettled_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_change_ ABSL_GUARDED_BY(mu_) = 0;  // seq_ when the last one was sent
+  uint64_t begun_ ABSL_GUARDED_BY(mu_) = 0;  // name-space changes sent, ever
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> touched_ ABSL_GUARDED_BY(mu_);  // dir -> seq
 };

@@ -38,6 +38,50 @@ TEST(CompleteDirsTest, AnythingHeardOfTheDirectoryWhileItsMkdirWasInFlightWins) 
   EXPECT_TRUE(dirs.KnownAbsent(9, "other", 1));
 }
 
+TEST(CompleteDirsTest, ALookupsWordCountsOnlyWhenNoNameSpaceChangeWasUnsettled) {
+  CompleteDirs dirs(60 * kSec);
+  uint64_t ticket = dirs.LookupTicket();
+  dirs.RecordFoundEmpty(7, ticket, 0);
+  EXPECT_TRUE(dirs.KnownAbsent(7, "a", 1));
+
+  // A CREATE unsettled when the LOOKUP is sent: no ticket at all.
+  dirs.BeginChange();
+  EXPECT_EQ(dirs.LookupTicket(), 0u);
+  dirs.RecordFoundEmpty(8, dirs.LookupTicket(), 0);
+  EXPECT_FALSE(dirs.KnownAbsent(8, "a", 1));
+  dirs.EndChange();
+
+  // One sent after the LOOKUP, settled or not by its answer: refused.
+  ticket = dirs.LookupTicket();
+  dirs.BeginChange();
+  dirs.EndChange();
+  dirs.RecordFoundEmpty(9, ticket, 0);
+  EXPECT_FALSE(dirs.KnownAbsent(9, "a", 1));
+  // One settled before the LOOKUP was sent is on the server already.
+  ticket = dirs.LookupTicket();
+  dirs.RecordFoundEmpty(9, ticket, 0);
+  EXPECT_TRUE(dirs.KnownAbsent(9, "a", 1));
+
+  // Settling more than is unsettled (a channel settling a lost instance's) stays at zero.
+  dirs.EndChange(5);
+  EXPECT_EQ(dirs.unsettled(), 0u);
+  // A MKDIR's word does not depend on other requests: its directory is new.
+  dirs.BeginChange();
+  ticket = dirs.Ticket();
+  dirs.RecordCreated(10, ticket, 0);
+  EXPECT_TRUE(dirs.KnownAbsent(10, "a", 1));
+}
+
+TEST(CompleteDirsTest, KnownAgainKeepsTheNamesRecorded) {
+  CompleteDirs dirs(60 * kSec);
+  dirs.RecordFoundEmpty(7, dirs.LookupTicket(), 0);
+  dirs.AddName(7, "sent");  // a CREATE of this mount, perhaps not run yet
+  dirs.RecordFoundEmpty(7, dirs.LookupTicket(), 10 * kSec);  // found empty once more
+  EXPECT_FALSE(dirs.KnownAbsent(7, "sent", 11 * kSec));
+  EXPECT_TRUE(dirs.KnownAbsent(7, "other", 65 * kSec));  // the lifetime starts again
+  EXPECT_EQ(dirs.names(), 1u);
+}
+
 TEST(CompleteDirsTest, DropResetAndDisableForget) {
   CompleteDirs dirs(60 * kSec);
   dirs.RecordCreated(7, dirs.Ticket(), 0);

@@ -56,7 +56,8 @@ absl::Status DevFuseWorker::Setup() {
   forwarder_.emplace(Forwarder::Config{.dir_attrs = config_.backend.dir_attrs,
                                        .interrupts = config_.backend.interrupts,
                                        .xattrs = config_.backend.xattrs,
-                                       .dirs = config_.backend.dirs},
+                                       .dirs = config_.backend.dirs,
+                                       .kept = config_.backend.kept},
                      stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
   slots_.assign(config_.slots, Slot{});
@@ -152,7 +153,8 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
 
 void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                             ReplyOrigin origin) {
-  forwarder_->OnReply(&slots_[slot].state, body_size, origin);
+  const char* body = buffers_ + slot * config_.buffer_bytes + slots_[slot].reply_offset;
+  forwarder_->OnReply(&slots_[slot].state, header, body, body_size, origin);
   WriteReply(slot, header, body_size);
 }
 

@@ -35,17 +35,26 @@ std::string_view NameAt(const KernelRequest& request, size_t offset) {
   return {start, strnlen(start, request.payload_size - offset)};
 }
 
-// Before a request that may make a name exist goes to the server: its names are no longer
-// known absent (CompleteDirs). Renames record both names (RENAME_WHITEOUT leaves one behind).
-void RecordNames(const KernelRequest& request, CompleteDirs& dirs) {
+// Before a request that changes a name goes to the server: its names are no longer known absent
+// (CompleteDirs) nor known to lead to a node (KeptEntries). Renames record both names
+// (RENAME_WHITEOUT leaves one behind). Either cache may be null.
+void RecordNames(const KernelRequest& request, CompleteDirs* dirs, KeptEntries* kept) {
   const uint64_t dir = request.header.nodeid;
+  auto changes = [&](uint64_t in, std::string_view name, bool may_appear) {
+    if (dirs != nullptr && may_appear) dirs->AddName(in, name);
+    if (kept != nullptr) kept->DropName(in, name);
+  };
   switch (request.opcode()) {
     case FUSE_CREATE:
     case FUSE_MKNOD:
     case FUSE_MKDIR:
     case FUSE_SYMLINK:  // name, then the link's target
     case FUSE_LINK:     // the new name in `dir`
-      dirs.AddName(dir, NameAt(request, 0));
+      changes(dir, NameAt(request, 0), true);
+      return;
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+      changes(dir, NameAt(request, 0), false);
       return;
     case FUSE_RENAME:
     case FUSE_RENAME2: {
@@ -53,8 +62,8 @@ void RecordNames(const KernelRequest& request, CompleteDirs& dirs) {
                                   ? request.Struct<fuse_rename_in>().newdir
                                   : request.Struct<fuse_rename2_in>().newdir;
       std::string_view old_name = NameAt(request, 0);
-      dirs.AddName(dir, old_name);
-      dirs.AddName(newdir, NameAt(request, old_name.size() + 1));
+      changes(dir, old_name, true);
+      changes(newdir, NameAt(request, old_name.size() + 1), true);
       return;
     }
     default:
@@ -62,19 +71,23 @@ void RecordNames(const KernelRequest& request, CompleteDirs& dirs) {
   }
 }
 
-// The kernel forgets nodes: a forgotten directory is no longer known complete.
-void DropForgotten(const KernelRequest& request, CompleteDirs& dirs) {
-  if (request.opcode() == FUSE_FORGET) {
-    dirs.Drop(request.header.nodeid);
-    return;
+// Before a request that may change a node goes to the server: what KeptEntries knows of its
+// attributes is stale. Besides the request's own node: LINK's target and COPY_FILE_RANGE's
+// destination (a RENAME's directories are its names' directories, RecordNames).
+void RecordChanged(const KernelRequest& request, KeptEntries& kept) {
+  if (!fuse::ChangesSomething(request.opcode(), request.op_in, request.op_in_size)) return;
+  // A name-space change's directory was touched by RecordNames already.
+  if (!fuse::ChangesNamespace(request.opcode())) kept.Changed(request.header.nodeid);
+  if (request.opcode() == FUSE_LINK) kept.Changed(request.Struct<fuse_link_in>().oldnodeid);
+  if (request.opcode() == FUSE_COPY_FILE_RANGE) {
+    kept.Changed(request.Struct<fuse_copy_file_range_in>().nodeid_out);
   }
-  const uint32_t count = request.Struct<fuse_batch_forget_in>().count;
-  for (uint32_t i = 0; i < count; ++i) {
-    if ((i + 1) * sizeof(fuse_forget_one) > request.payload_size) break;
-    fuse_forget_one one;
-    std::memcpy(&one, request.payload + i * sizeof(one), sizeof(one));
-    dirs.Drop(one.nodeid);
-  }
+}
+
+// Requests whose success answer is the entry of their name in their node.
+bool AnswersWithEntry(uint32_t opcode) {
+  return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
+         opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
 }
 
 }  // namespace
@@ -98,6 +111,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     Refusal refusal = RefusalFor(request.decoded);
     return Answer(request, state, refusal.error, 0, refusal.origin);
   }
+  if (config_.kept != nullptr && config_.kept->HasReturns(state->received_ns)) ReturnKept();
   switch (request.opcode()) {
     case FUSE_INTERRUPT:
       // The request it names is in some worker's backend channel: they look at the board.
@@ -109,9 +123,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     case FUSE_BATCH_FORGET:
       // Only the classic transport carries them (DecodeRingRequest refuses them), whole.
       WorkerStats::Add(stats_->forgets);
-      if (config_.dirs != nullptr) DropForgotten(request, *config_.dirs);
-      channel_->SubmitOneWay(request.frame, request.header.len);
-      WorkerStats::Add(stats_->forwarded);
+      Forget(request);
       return Verdict{};
     default:
       break;
@@ -127,13 +139,15 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   if (std::optional<LocalAnswer> local =
           AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
                         request.op_in_size, {request.payload, request.payload_size},
-                        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs}, body,
+                        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept},
+                        body,
                         state->received_ns)) {
     // A designed reply (FLUSH's ENOSYS included), not a failure.
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
-  if (config_.dirs != nullptr) RecordNames(request, *config_.dirs);
+  RecordNames(request, config_.dirs, config_.kept);
+  if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
   Verdict verdict;
   verdict.kind = Verdict::Kind::kForward;
   return verdict;
@@ -154,6 +168,14 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     parts[0].iov_len += request.payload_size;
     nparts = 1;
   }
+  if (config_.kept != nullptr && config_.dirs != nullptr && AnswersWithEntry(request.opcode())) {
+    // Before it is sent: a change sent meanwhile voids what its answer says.
+    state->keep_ticket = config_.kept->Ticket();
+    state->change_ticket = config_.dirs->ChangeTicket();
+    state->keep_opcode = request.opcode();
+    state->keep_dir = request.header.nodeid;
+    state->keep_name = NameAt(request, 0);
+  }
   channel_->Submit(pending, request.header, parts, nparts, state->received_ns);
   ++inflight_;
   state->sent_ns = config_.clock();
@@ -165,13 +187,85 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   WorkerStats::Add(stats_->bytes_to_server, request.body_bytes());
 }
 
-void Forwarder::OnReply(RequestState* state, size_t body_size, ReplyOrigin origin) {
+void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, const char* body,
+                        size_t body_size, ReplyOrigin origin) {
   state->reply_origin = origin;
+  if (state->keep_ticket != 0 && origin == ReplyOrigin::kServer && header.error == 0 &&
+      body_size >= sizeof(fuse_entry_out)) {
+    fuse_entry_out entry;
+    std::memcpy(&entry, body, sizeof(entry));
+    // Settled already (the channel settles before it delivers): only its own change may count.
+    const bool self = state->keep_opcode != FUSE_LOOKUP;
+    config_.kept->Record(state->keep_dir, state->keep_name, entry, state->keep_ticket,
+                         config_.dirs->Quiet(state->change_ticket, self),
+                         config_.clock());
+  }
+  state->keep_ticket = 0;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {
     stats_->backend_rtt.Observe(static_cast<int64_t>(config_.clock() - state->sent_ns));
   }
   WorkerStats::Add(stats_->bytes_from_server, body_size);
+}
+
+void Forwarder::Forget(const KernelRequest& request) {
+  if (request.opcode() == FUSE_FORGET) {
+    const uint64_t node = request.header.nodeid;
+    const uint64_t nlookup = request.Struct<fuse_forget_in>().nlookup;
+    if (config_.kept != nullptr && config_.kept->Keep(node, nlookup, config_.clock())) {
+      return;  // still in the server's table: the directory stays known too
+    }
+    if (config_.dirs != nullptr) config_.dirs->Drop(node);
+    channel_->SubmitOneWay(request.frame, request.header.len);
+    WorkerStats::Add(stats_->forwarded);
+    return;
+  }
+  const uint32_t count = request.Struct<fuse_batch_forget_in>().count;
+  std::vector<fuse_forget_one> sent;
+  sent.reserve(count);
+  const uint64_t now = config_.clock();
+  for (uint32_t i = 0; i < count; ++i) {
+    if ((i + 1) * sizeof(fuse_forget_one) > request.payload_size) break;
+    fuse_forget_one one;
+    std::memcpy(&one, request.payload + i * sizeof(one), sizeof(one));
+    if (config_.kept != nullptr && config_.kept->Keep(one.nodeid, one.nlookup, now)) continue;
+    if (config_.dirs != nullptr) config_.dirs->Drop(one.nodeid);
+    sent.push_back(one);
+  }
+  if (sent.size() == count) {
+    channel_->SubmitOneWay(request.frame, request.header.len);
+  } else if (!sent.empty()) {
+    SendForgets(request.header, sent);
+  } else {
+    return;
+  }
+  WorkerStats::Add(stats_->forwarded);
+}
+
+void Forwarder::ReturnKept() {
+  std::vector<fuse_forget_one> returns = config_.kept->TakeReturns(config_.clock());
+  if (returns.empty()) return;
+  fuse_in_header header{};
+  // The kernel's uniques never set bit 62 (nor 63, the channel's own requests); one-way frames
+  // get no reply, so the number only has to be valid.
+  header.unique = (uint64_t{1} << 62) | ++returns_sent_;
+  SendForgets(header, returns);
+  WorkerStats::Add(stats_->forwarded);
+}
+
+void Forwarder::SendForgets(const fuse_in_header& like, const std::vector<fuse_forget_one>& all) {
+  fuse_in_header header = like;
+  header.opcode = FUSE_BATCH_FORGET;
+  header.nodeid = 0;
+  fuse_batch_forget_in in{};
+  in.count = static_cast<uint32_t>(all.size());
+  header.len = static_cast<uint32_t>(sizeof(header) + sizeof(in) + all.size() * sizeof(all[0]));
+  std::string frame;
+  frame.reserve(header.len);
+  frame.append(reinterpret_cast<const char*>(&header), sizeof(header));
+  frame.append(reinterpret_cast<const char*>(&in), sizeof(in));
+  frame.append(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(all[0]));
+  channel_->SubmitOneWay(frame.data(), frame.size());
 }
 
 void Forwarder::OnAnswered(const RequestState& state, int error) {

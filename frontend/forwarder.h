@@ -12,9 +12,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "frontend/backend_channel.h"
 #include "frontend/complete_dirs.h"
+#include "frontend/kept_entries.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 #include "frontend/interrupt_board.h"
@@ -87,6 +89,7 @@ class Forwarder {
     uint64_t (*clock)() = MonotonicNs;      // a seam for tests
     XattrAbsenceCache* xattrs = nullptr;    // null: every GETXATTR goes to the server
     CompleteDirs* dirs = nullptr;           // null: every LOOKUP goes to the server
+    KeptEntries* kept = nullptr;            // null: every FORGET goes to the server (needs dirs)
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
@@ -105,8 +108,10 @@ class Forwarder {
   void Forward(const KernelRequest& request, RequestState* state, uint32_t slot,
                ReplyBuffer reply);
 
-  // The channel answered a forwarded request (from the transport's ReplySink::OnReply).
-  void OnReply(RequestState* state, size_t body_size, ReplyOrigin origin);
+  // The channel answered a forwarded request (from the transport's ReplySink::OnReply), its
+  // body at `body`.
+  void OnReply(RequestState* state, const fuse_out_header& header, const char* body,
+               size_t body_size, ReplyOrigin origin);
 
   // The transport gave an answer with `error` (the header's, ≤ 0) to the kernel.
   void OnAnswered(const RequestState& state, int error);
@@ -117,11 +122,18 @@ class Forwarder {
  private:
   Verdict Answer(const KernelRequest& request, RequestState* state, int error, size_t body_size,
                  ReplyOrigin origin);
+  // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.
+  void Forget(const KernelRequest& request);
+  // Sends the lookups KeptEntries gives back to the server as one BATCH_FORGET.
+  void ReturnKept();
+  // One BATCH_FORGET of `all` (the header's unique and ids taken from `like`).
+  void SendForgets(const fuse_in_header& like, const std::vector<fuse_forget_one>& all);
 
   const Config config_;
   WorkerStats* const stats_;
   RequestChannel* const channel_;
   uint32_t inflight_ = 0;
+  uint64_t returns_sent_ = 0;
 };
 
 }  // namespace ringfs::frontend

@@ -129,7 +129,7 @@ fuse_read_in ReadIn(uint32_t size, uint32_t flags = 0) {
 class Harness {
  protected:
   Harness()
-      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_},
+      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_, &kept_},
                    &stats_, &channel_) {}
 
   // Decodes and accepts; the view and state are left in request_ and state_.
@@ -161,6 +161,7 @@ class Harness {
 
   DirAttrCache dir_attrs_;
   CompleteDirs dirs_{60'000'000'000};
+  KeptEntries kept_;
   InterruptBoard interrupts_;
   WorkerStats stats_;
   RecordingChannel channel_;
@@ -306,6 +307,91 @@ TEST_F(ForwarderEdgeTest, ForgottenDirectoriesAreNoLongerKnownComplete) {
   EXPECT_EQ(dirs_.dirs(), 0u);
 }
 
+// The server's entry for a name is recorded; once the kernel forgets the node its FORGET is
+// withheld, the next LOOKUP of the name is answered here, and a change to the name sends the
+// kept lookups back to the server.
+TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
+  Delivery looking(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
+  ASSERT_EQ(Accept(looking).kind, Verdict::Kind::kForward);
+  char reply_body[256];
+  forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
+  fuse_entry_out entry{};
+  entry.nodeid = 50;
+  entry.generation = 9;
+  entry.entry_valid = 60;
+  entry.attr_valid = 60;
+  entry.attr.mode = S_IFREG | 0644;
+  std::memcpy(reply_body, &entry, sizeof(entry));
+  forwarder_.OnReply(&state_, fuse_out_header{}, reply_body, sizeof(entry), ReplyOrigin::kServer);
+  EXPECT_EQ(kept_.entries(), 1u);
+
+  fuse_forget_in forget{};
+  forget.nlookup = 2;
+  Delivery one = Make(Transport::kClassic, FUSE_FORGET, forget, {}, 50);
+  EXPECT_EQ(Accept(one).kind, Verdict::Kind::kNone);
+  EXPECT_TRUE(channel_.one_way.empty());  // withheld
+  fuse_batch_forget_in batch{};
+  batch.count = 2;
+  fuse_forget_one ones[2] = {{50, 1}, {60, 1}};
+  Delivery many = Make(Transport::kClassic, FUSE_BATCH_FORGET, batch,
+                       std::string_view(reinterpret_cast<const char*>(ones), sizeof(ones)), 0);
+  EXPECT_EQ(Accept(many).kind, Verdict::Kind::kNone);
+  ASSERT_EQ(channel_.one_way.size(), 1u);  // node 60 only
+  auto read_batch = [](const std::string& frame) {
+    std::vector<fuse_forget_one> out;
+    fuse_in_header h;
+    fuse_batch_forget_in in;
+    std::memcpy(&h, frame.data(), sizeof(h));
+    std::memcpy(&in, frame.data() + sizeof(h), sizeof(in));
+    EXPECT_EQ(h.opcode, static_cast<uint32_t>(FUSE_BATCH_FORGET));
+    EXPECT_NE(h.unique, 0u);
+    EXPECT_EQ(h.len, sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one));
+    EXPECT_EQ(frame.size(), h.len);
+    for (uint32_t i = 0; i < in.count; ++i) {
+      fuse_forget_one one;
+      std::memcpy(&one, frame.data() + sizeof(h) + sizeof(in) + i * sizeof(one), sizeof(one));
+      out.push_back(one);
+    }
+    return out;
+  };
+  std::vector<fuse_forget_one> sent = read_batch(channel_.one_way[0]);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].nodeid, 60u);
+  EXPECT_EQ(kept_.kept(), 3u);
+
+  Delivery again(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
+  Verdict verdict = Accept(again);
+  ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
+  fuse_entry_out answered;
+  ASSERT_EQ(verdict.body_size, sizeof(answered));
+  std::memcpy(&answered, again.body(), sizeof(answered));
+  EXPECT_EQ(answered.nodeid, 50u);
+  EXPECT_EQ(answered.generation, 9u);
+  EXPECT_EQ(answered.attr_valid, 60u);  // nothing changed node 50 since the server's answer
+  // A change sent by this mount: the next answer's attributes are expired.
+  fuse_setattr_in setattr{};
+  Delivery chmod = Make(Transport::kClassic, FUSE_SETATTR, setattr, {}, 50);
+  EXPECT_EQ(Accept(chmod).kind, Verdict::Kind::kForward);
+  Delivery after(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
+  verdict = Accept(after);
+  ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
+  std::memcpy(&answered, after.body(), sizeof(answered));
+  EXPECT_EQ(answered.nodeid, 50u);
+  EXPECT_EQ(answered.attr_valid, 0u);
+
+  // This mount removes the name: the lookup still kept goes back with the next request.
+  Delivery unlinking(Transport::kClassic, FUSE_UNLINK, nullptr, 0, std::string("f\0", 2), 7);
+  EXPECT_EQ(Accept(unlinking).kind, Verdict::Kind::kForward);
+  Delivery next(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
+  EXPECT_EQ(Accept(next).kind, Verdict::Kind::kForward);
+  ASSERT_EQ(channel_.one_way.size(), 2u);
+  sent = read_batch(channel_.one_way[1]);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].nodeid, 50u);
+  EXPECT_EQ(sent[0].nlookup, 1u);  // three kept, two handed back to the kernel
+  EXPECT_EQ(kept_.kept(), 0u);
+}
+
 TEST_P(ForwarderTest, ClassifiesOnAccept) {
   fuse_write_in writeback{};
   writeback.size = 4;
@@ -391,7 +477,7 @@ TEST_P(ForwarderTest, ReplyAndAnswerAreCounted) {
   char reply_body[4096];
   forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
   fake_now_ns = 3'000'000;
-  forwarder_.OnReply(&state_, 100, ReplyOrigin::kServer);
+  forwarder_.OnReply(&state_, fuse_out_header{}, reply_body, 100, ReplyOrigin::kServer);
   EXPECT_EQ(forwarder_.inflight(), 0u);
   EXPECT_EQ(stats_.bytes_from_server.load(), 100u);
   EXPECT_EQ(stats_.backend_rtt.sum_ns.load(), 2'000'000);
@@ -400,7 +486,7 @@ TEST_P(ForwarderTest, ReplyAndAnswerAreCounted) {
   EXPECT_EQ(stats_.request_duration[0].sum_ns.load(), 2'000'000);
 
   // An answer ringfs gave because the server did not is a failure.
-  forwarder_.OnReply(&state_, 0, ReplyOrigin::kTimeout);
+  forwarder_.OnReply(&state_, fuse_out_header{}, reply_body, 0, ReplyOrigin::kTimeout);
   forwarder_.OnAnswered(state_, -ETIMEDOUT);
   EXPECT_EQ(Failures(FailureReason::kTimeout), 1u);
 }

@@ -13,9 +13,9 @@ namespace ringfs::frontend {
 
 KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs,
                                XattrAbsenceCache* xattrs, CompleteDirs* dirs,
-                               size_t max_queued, absl::Duration dir_hold,
+                               KeptEntries* kept, size_t max_queued, absl::Duration dir_hold,
                                absl::Duration dir_gap)
-    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs), dirs_(dirs),
+    : fuse_fd_(std::move(fuse_fd)), dir_attrs_(dir_attrs), xattrs_(xattrs), dirs_(dirs), kept_(kept),
       max_queued_(max_queued), dir_hold_(dir_hold), dir_gap_(dir_gap) {}
 
 KernelNotifier::~KernelNotifier() { Stop(); }
@@ -31,14 +31,14 @@ void KernelNotifier::Stop() {
 }
 
 void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
-  if (dirs_ != nullptr) {
-    // Before the kernel hears of it: from now on a LOOKUP of the name goes to the server.
-    for (const wire::Invalidation& record : records) {
-      if (record.kind == wire::InvalidationKind::kEntry) {
-        dirs_->AddName(record.nodeid, record.name);
-      } else {
-        dirs_->Drop(record.nodeid);
-      }
+  // Before the kernel hears of it: from now on a LOOKUP of the name goes to the server.
+  for (const wire::Invalidation& record : records) {
+    if (record.kind == wire::InvalidationKind::kEntry) {
+      if (dirs_ != nullptr) dirs_->AddName(record.nodeid, record.name);
+      if (kept_ != nullptr) kept_->DropName(record.nodeid, record.name);
+    } else {
+      if (dirs_ != nullptr) dirs_->Drop(record.nodeid);
+      if (kept_ != nullptr) kept_->DropNode(record.nodeid);
     }
   }
   bool lost = false;
@@ -56,6 +56,7 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
   // The kernel keeps what a lost record would have invalidated until its timeouts; the mount's
   // own knowledge of complete directories goes at once.
   if (lost && dirs_ != nullptr) dirs_->Reset();
+  if (lost && kept_ != nullptr) kept_->Reset();
 }
 
 void KernelNotifier::Hold() {

@@ -32,6 +32,7 @@
 #include "common/invalidation.h"
 #include "common/unique_fd.h"
 #include "frontend/complete_dirs.h"
+#include "frontend/kept_entries.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 
@@ -48,7 +49,8 @@ class KernelNotifier {
 
   // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
   KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
-                 CompleteDirs* dirs = nullptr, size_t max_queued = 1 << 16, absl::Duration dir_hold = absl::Seconds(1),
+                 CompleteDirs* dirs = nullptr, KeptEntries* kept = nullptr,
+                 size_t max_queued = 1 << 16, absl::Duration dir_hold = absl::Seconds(1),
                  absl::Duration dir_gap = absl::Milliseconds(20));
   ~KernelNotifier();
   KernelNotifier(const KernelNotifier&) = delete;
@@ -88,6 +90,7 @@ class KernelNotifier {
   DirAttrCache* const dir_attrs_;
   XattrAbsenceCache* const xattrs_;
   CompleteDirs* const dirs_;
+  KeptEntries* const kept_;
   const size_t max_queued_;
   const absl::Duration dir_hold_;
   const absl::Duration dir_gap_;

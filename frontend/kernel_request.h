@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "common/fuse_ops.h"
 #include "frontend/queue/request_class.h"
@@ -64,6 +65,13 @@ struct RequestState {
   ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer to commit
   uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
   uint64_t sent_ns = 0;      // when it went to the server
+  // A request whose answer names an entry that KeptEntries may record: its tickets, and the
+  // name (the reply may land over the request's bytes).
+  uint64_t keep_ticket = 0;
+  uint64_t change_ticket = 0;
+  uint32_t keep_opcode = 0;
+  uint64_t keep_dir = 0;
+  std::string keep_name;
 };
 
 // A request delivered in a ring entry: header in `entry.in_out`, argument struct in

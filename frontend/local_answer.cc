@@ -30,8 +30,14 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
       return std::nullopt;
     }
     case FUSE_LOOKUP: {
-      if (caches.dirs == nullptr || payload.empty()) return std::nullopt;
+      if (payload.empty()) return std::nullopt;
       // Decided before `body` is written: it may overlap the name.
+      fuse_entry_out kept{};
+      if (caches.kept != nullptr && caches.kept->Answer(nodeid, FirstName(payload), now_ns, &kept)) {
+        std::memcpy(body, &kept, sizeof(kept));
+        return LocalAnswer{0, sizeof(kept)};
+      }
+      if (caches.dirs == nullptr) return std::nullopt;
       const uint64_t valid = caches.dirs->KnownAbsent(nodeid, FirstName(payload), now_ns);
       if (valid == 0) return std::nullopt;
       fuse_entry_out out{};  // node id 0: the kernel keeps a negative dentry for entry_valid

@@ -10,6 +10,8 @@
 // - LOOKUP of a name known absent from a directory this mount knows complete (CompleteDirs): a
 //   negative entry (node id 0), valid for as long as that knowledge holds (at most the entry
 //   lifetime, as the server's own negative entries).
+// - LOOKUP of a name whose node the kernel forgot and ringfs-mount kept (KeptEntries): its entry,
+//   attributes expired, handing one kept lookup back to the kernel.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once
@@ -21,6 +23,7 @@
 
 #include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/kept_entries.h"
 #include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
@@ -35,6 +38,7 @@ struct LocalCaches {
   DirAttrCache* dir_attrs = nullptr;
   const XattrAbsenceCache* xattrs = nullptr;
   const CompleteDirs* dirs = nullptr;
+  KeptEntries* kept = nullptr;
 };
 
 // `op_in` is the request's argument struct (op_in_size bytes), `payload` what follows it (names);

@@ -94,6 +94,14 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.invalidations_written = counters.written;
     snapshot.invalidations_not_cached = counters.not_cached;
   }
+  if (complete_dirs_) {
+    snapshot.complete_dirs = complete_dirs_->dirs();
+    snapshot.changes_unsettled = complete_dirs_->unsettled();
+  }
+  if (kept_entries_) {
+    snapshot.kept_entries = kept_entries_->entries();
+    snapshot.kept_lookups = kept_entries_->kept();
+  }
   return snapshot;
 }
 
@@ -115,6 +123,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.notifier = notifier_.get();
   config.xattrs = xattrs_.get();
   config.dirs = complete_dirs_.get();
+  config.kept = kept_entries_.get();
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
@@ -248,10 +257,12 @@ absl::Status MountSession::StartNotifier() {
     // Known as long as a negative entry from the server would be.
     complete_dirs_ = std::make_unique<CompleteDirs>(static_cast<uint64_t>(
         options_.entry_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
+    // It relies on CompleteDirs' count of unsettled name-space changes.
+    if (options_.kept_entries) kept_entries_ = std::make_unique<KeptEntries>();
   }
   notifier_ = std::make_unique<KernelNotifier>(
       std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get(),
-      complete_dirs_.get());
+      complete_dirs_.get(), kept_entries_.get());
   notifier_->Hold();  // until ProbeMount has primed the root's attributes
   notifier_->Start();
   return absl::OkStatus();

@@ -109,6 +109,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->invalidations = false;
   } else if (key == "no_complete_dirs") {
     out->complete_dirs = false;
+  } else if (key == "no_kept_entries") {
+    out->kept_entries = false;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -238,7 +240,9 @@ std::string Usage() {
          "         invalidations, so changes through other mounts are seen at once)\n"
          "         no_invalidations (no pushed invalidations; timeouts default to 1)\n"
          "         no_complete_dirs (every LOOKUP to the server; default: a name absent from a\n"
-         "         directory this mount made is answered here, see README)\n"
+         "         directory this mount made, or the server found empty, is answered here)\n"
+         "         no_kept_entries (the kernel's FORGETs go to the server at once; default: the\n"
+         "         entries of forgotten nodes are kept to answer their next LOOKUP)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

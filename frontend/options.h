@@ -74,9 +74,13 @@ struct MountOptions {
   bool reclaim = true;
   // Ask the server to push cache invalidations (common/invalidation.h); no_invalidations: not.
   bool invalidations = true;
-  // Answer LOOKUPs of names absent from directories this mount created (frontend/complete_dirs.h)
-  // itself; no_complete_dirs: every LOOKUP goes to the server. Only with invalidations.
+  // Answer LOOKUPs of names absent from directories this mount created or the server found empty
+  // (frontend/complete_dirs.h) itself; no_complete_dirs: every LOOKUP goes to the server. Only
+  // with invalidations.
   bool complete_dirs = true;
+  // Keep the entries of nodes the kernel forgets (frontend/kept_entries.h), withholding their
+  // FORGETs; no_kept_entries: every FORGET goes to the server. Only with complete_dirs.
+  bool kept_entries = true;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

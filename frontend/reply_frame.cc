@@ -22,23 +22,28 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
   return body / sizeof(wire::NodeHandleRecord);
 }
 
-long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on) {
+long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
+                         bool empty_dir_hints_on) {
   if (body >= expect.min_body && body <= expect.max_body) return 0;
   // Only fixed-size replies carry trailers, so the plain body ends at max_body.
-  if (!dir_attrs_on || !wire::CarriesDirAttrs(expect.opcode) || body < expect.max_body) return -1;
+  if (!dir_attrs_on || !wire::CarriesDirAttrs(expect.opcode, empty_dir_hints_on) ||
+      body < expect.max_body) {
+    return -1;
+  }
   size_t extra = body - expect.max_body;
-  if (extra % sizeof(wire::DirAttrTrailer) != 0 ||
-      extra > wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer)) {
+  const size_t most = expect.opcode == FUSE_LOOKUP ? 1 : wire::kMaxDirAttrTrailers;
+  if (extra % sizeof(wire::DirAttrTrailer) != 0 || extra > most * sizeof(wire::DirAttrTrailer)) {
     return -1;
   }
   return static_cast<long>(extra);
 }
 
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on) {
+                bool dir_attrs_on, bool empty_dir_hints_on) {
   if (header.error > 0 || header.error <= -512) return false;
   if (header.error != 0) return body == 0;
-  return DirAttrTrailerBytes(expect, body, dir_attrs_on) >= 0 && body <= expect.capacity;
+  return DirAttrTrailerBytes(expect, body, dir_attrs_on, empty_dir_hints_on) >= 0 &&
+         body <= expect.capacity;
 }
 
 }  // namespace ringfs::frontend

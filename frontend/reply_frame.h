@@ -34,12 +34,14 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
 // Bytes of dir-attr trailers at the end of a success body of `body` bytes answering `expect`:
 // 0 when the body fits the request as it is, -1 when it fits neither the request nor the
 // request's fixed reply followed by 1..kMaxDirAttrTrailers trailers (only where negotiated and
-// the opcode changes a directory).
-long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on);
+// the opcode changes a directory), or, with empty-dir hints also negotiated, a LOOKUP's entry
+// followed by one trailer.
+long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
+                         bool empty_dir_hints_on = false);
 
 // Whether a reply to `expect` (unique != 0) may be delivered: an errno 1..511 without a body,
 // or success with a body the request allows, trailers included, that fits its buffer.
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on);
+                bool dir_attrs_on, bool empty_dir_hints_on = false);
 
 }  // namespace ringfs::frontend

@@ -52,6 +52,13 @@ TEST(ReplyFrameTest, BodiesErrorsAndTrailers) {
   EXPECT_FALSE(ValidReply(small, Header(entry + 2 * trailer), entry + 2 * trailer, true));
   PendingReply read{0, FUSE_READ, buffer, sizeof(buffer), 0, 512};
   EXPECT_EQ(DirAttrTrailerBytes(read, 512 + trailer, true), -1);
+  // A LOOKUP's one trailer (an empty directory) only where empty-dir hints were negotiated.
+  PendingReply lookup{0, FUSE_LOOKUP, buffer, sizeof(buffer), entry, entry};
+  EXPECT_EQ(DirAttrTrailerBytes(lookup, entry + trailer, true), -1);
+  EXPECT_EQ(DirAttrTrailerBytes(lookup, entry + trailer, false, true), -1);
+  EXPECT_EQ(DirAttrTrailerBytes(lookup, entry + trailer, true, true), static_cast<long>(trailer));
+  EXPECT_EQ(DirAttrTrailerBytes(lookup, entry + 2 * trailer, true, true), -1);
+  EXPECT_TRUE(ValidReply(lookup, Header(entry + trailer), entry + trailer, true, true));
 }
 
 }  // namespace

@@ -134,7 +134,8 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   forwarder_.emplace(Forwarder::Config{.dir_attrs = backend_config_.dir_attrs,
                                        .interrupts = backend_config_.interrupts,
                                        .xattrs = backend_config_.xattrs,
-                                       .dirs = backend_config_.dirs},
+                                       .dirs = backend_config_.dirs,
+                                       .kept = backend_config_.kept},
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {
@@ -510,7 +511,7 @@ void RingWorker::Forward(RingEntry* entry) {
 void RingWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                          ReplyOrigin origin) {
   RingEntry* entry = shared_->registry.Get(slot);
-  forwarder_->OnReply(&entry->state, body_size, origin);
+  forwarder_->OnReply(&entry->state, header, entry->payload, body_size, origin);
   std::memcpy(entry->header->in_out, &header, sizeof(header));
   entry->header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(body_size);
   if (entry->state.request_class == queue::RequestClass::kBackground) {

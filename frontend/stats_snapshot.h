@@ -92,6 +92,13 @@ struct StatsSnapshot {
   // kernel, or for nothing the kernel still cached.
   uint64_t invalidations_written = 0;
   uint64_t invalidations_not_cached = 0;
+  // Directories known complete (frontend/complete_dirs.h), and changes sent and not yet answered
+  // by the server (while any is, no reply's word is trusted: CompleteDirs::BeginChange).
+  uint64_t complete_dirs = 0;
+  uint64_t changes_unsettled = 0;
+  // Names of nodes recorded, and lookups of forgotten nodes kept (frontend/kept_entries.h).
+  uint64_t kept_entries = 0;
+  uint64_t kept_lookups = 0;
 
   // Every worker's counters added up, queues and others: counters, histograms and the in-flight
   // gauges; `state`, `background_limit` and `background_inflight_max` stay at their defaults.

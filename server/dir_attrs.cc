@@ -20,10 +20,8 @@
 namespace ringfs::server {
 namespace {
 
-void AppendOne(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
-  absl::StatusOr<NodeRef> node = GetNode(ctx, nodeid);
-  if (!node.ok()) return;
-  absl::StatusOr<struct stat> st = StatFd((*node)->fd.get());
+void PutTrailer(const OpContext& ctx, uint64_t nodeid, int fd, ReplyBody& body) {
+  absl::StatusOr<struct stat> st = StatFd(fd);
   if (!st.ok()) return;
   wire::DirAttrTrailer trailer;
   trailer.nodeid = nodeid;
@@ -31,31 +29,43 @@ void AppendOne(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
   body.Put(trailer);
 }
 
-// MKDIR's new directory, when it was empty after the node entered this client's table: any
-// name made in it since then is pushed to the client (server/coherence.h), so the client may
-// answer lookups of other names itself (frontend/complete_dirs.h). Checked after AddNode, so a
-// name made before is seen here and one made after is pushed; left out otherwise, or when the
-// reply names a directory that is not empty (another client renamed one over the new name
-// before it was looked up again).
-void AppendNewDirIfEmpty(const OpContext& ctx, ReplyBody& body) {
-  if (body.size() < sizeof(fuse_entry_out)) return;
-  fuse_entry_out entry;
-  std::memcpy(&entry, body.data(), sizeof(entry));
-  absl::StatusOr<NodeRef> node = GetNode(ctx, entry.nodeid);
+void AppendOne(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
+  absl::StatusOr<NodeRef> node = GetNode(ctx, nodeid);
+  if (node.ok()) PutTrailer(ctx, nodeid, (*node)->fd.get(), body);
+}
+
+// A trailer for directory `nodeid` when it is empty: see the callers for why that is enough.
+void AppendIfEmpty(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
+  absl::StatusOr<NodeRef> node = GetNode(ctx, nodeid);
   if (!node.ok()) return;
   absl::StatusOr<UniqueFd> dir = OpenNode(**node, /*directory=*/true, O_RDONLY);
-  if (!dir.ok() || !EmptyWithExactNames(dir->get())) return;
-  absl::StatusOr<struct stat> st = StatFd(dir->get());
-  if (!st.ok()) return;
-  wire::DirAttrTrailer trailer;
-  trailer.nodeid = entry.nodeid;
-  trailer.attr = ToAttrOut(*st, ctx.times);
-  body.Put(trailer);
+  if (dir.ok() && EmptyWithExactNames(dir->get())) PutTrailer(ctx, nodeid, dir->get(), body);
+}
+
+// The node id of the reply's entry; 0 for none (a negative entry, or no entry at all).
+uint64_t ReplyEntryNode(const ReplyBody& body) {
+  if (body.size() < sizeof(fuse_entry_out)) return 0;
+  fuse_entry_out entry;
+  std::memcpy(&entry, body.data(), sizeof(entry));
+  return entry.nodeid;
 }
 
 }  // namespace
 
 bool EmptyWithExactNames(int fd) {
+  // Entries first: most directories a LOOKUP misses in are not empty, and one read tells.
+  alignas(8) char buf[1024];
+  for (;;) {
+    const long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+    if (n < 0) return false;
+    if (n == 0) break;
+    for (long at = 0; at < n;) {
+      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+      const std::string_view name(d->d_name);
+      if (name != "." && name != "..") return false;
+      at += d->d_reclen;
+    }
+  }
   struct statfs fs;
   if (fstatfs(fd, &fs) != 0) return false;
   switch (static_cast<uint32_t>(fs.f_type)) {
@@ -72,24 +82,27 @@ bool EmptyWithExactNames(int fd) {
   }
   // ext4, f2fs and tmpfs directories may fold case (chattr +F).
   int flags = 0;
-  if (ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL) != 0) return false;
-  alignas(8) char buf[1024];
-  for (;;) {
-    const long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
-    if (n < 0) return false;
-    if (n == 0) return true;
-    for (long at = 0; at < n;) {
-      const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
-      const std::string_view name(d->d_name);
-      if (name != "." && name != "..") return false;
-      at += d->d_reclen;
-    }
-  }
+  return !(ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL) != 0);
 }
 
 void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body) {
+  if (request.opcode == FUSE_LOOKUP) {
+    // No entry found: its directory, when empty. The client holds that directory (it sent its
+    // id), so it is in the client's table and every name made in it from now on is pushed
+    // there; a name made before this check is seen by it.
+    if (body.size() == sizeof(fuse_entry_out) && ReplyEntryNode(body) == 0) {
+      AppendIfEmpty(ctx, request.nodeid, body);
+    }
+    return;
+  }
   AppendOne(ctx, request.nodeid, body);
-  if (request.opcode == FUSE_MKDIR) AppendNewDirIfEmpty(ctx, body);
+  if (request.opcode == FUSE_MKDIR) {
+    // MKDIR's new directory, when it was empty after the node entered this client's table
+    // (AddNode ran before this): a name made in it before is seen here, one made after is
+    // pushed. Left out when the entry names a directory that is not empty (another client
+    // renamed one over the new name before it was looked up again).
+    if (uint64_t made = ReplyEntryNode(body); made != 0) AppendIfEmpty(ctx, made, body);
+  }
   if (const auto* rename = std::get_if<RenameArgs>(&request.args);
       rename != nullptr && rename->newdir != request.nodeid) {
     AppendOne(ctx, rename->newdir, body);

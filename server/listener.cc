@@ -253,6 +253,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
   reply.set_invalidations(hello.want_invalidations() && client.get() != nullptr);
+  reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
+                            reply.invalidations());
   absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     // Authentication failures were logged (throttled) by the authenticator.
@@ -288,6 +290,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
   setup.invalidations = reply.invalidations();
+  setup.empty_dir_hints = reply.empty_dir_hints();
   if (setup.invalidations) setup.times.negative_entry_ns = setup.times.entry_ns;
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;

@@ -744,6 +744,56 @@ TEST_F(WireTest, DirAttrsFollowDirectoryChangesWhenAsked) {
   EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
 }
 
+// A LOOKUP that finds no entry in an empty directory says so with that directory's trailer, so
+// the client may answer lookups in it itself (frontend/complete_dirs.h). Only when asked, with
+// dir attrs and invalidations (the client must hear of names made there later).
+TEST_F(WireTest, ANegativeLookupInAnEmptyDirectorySaysItIsEmptyWhenAsked) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  hello.set_want_invalidations(true);
+  hello.set_want_empty_dir_hints(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  ASSERT_TRUE(accepted.invalidations());
+  EXPECT_TRUE(accepted.empty_dir_hints());
+  TestClient& client = **connected;
+  ASSERT_EQ(::mkdir((export_.path() + "/made-on-export").c_str(), 0755), 0);
+  Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("made-on-export")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t dir = r.As<fuse_entry_out>().nodeid;
+  ASSERT_NE(dir, 0u);
+  EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));  // found: no trailer
+
+  r = Call(client, Frame(FUSE_LOOKUP, ++unique_, dir, CName("absent")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.As<fuse_entry_out>().nodeid, 0u);
+  auto trailers = Trailers(r, sizeof(fuse_entry_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  EXPECT_EQ(trailers[0].nodeid, dir);
+  EXPECT_EQ(trailers[0].attr.attr.mode & S_IFMT, static_cast<uint32_t>(S_IFDIR));
+
+  // Not empty (a name made on the export): a negative entry alone.
+  ASSERT_EQ(::mkdir((export_.path() + "/made-on-export/x").c_str(), 0755), 0);
+  r = Call(client, Frame(FUSE_LOOKUP, ++unique_, dir, CName("absent")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.As<fuse_entry_out>().nodeid, 0u);
+  EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
+
+  // Not asked: never.
+  ASSERT_EQ(::rmdir((export_.path() + "/made-on-export/x").c_str()), 0);
+  hello.set_want_empty_dir_hints(false);
+  connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_FALSE(accepted.empty_dir_hints());
+  r = Call(**connected, Frame(FUSE_LOOKUP, ++unique_, 1, CName("made-on-export")));
+  ASSERT_EQ(r.header.error, 0);
+  r = Call(**connected, Frame(FUSE_LOOKUP, ++unique_, r.As<fuse_entry_out>().nodeid,
+                              CName("absent")));
+  ASSERT_EQ(r.header.error, 0);
+  EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
+}
+
 TEST_F(WireTest, ServerHelloCarriesTheInstanceId) {
   wire::ServerHello first, second;
   auto a = TestClient::Connect(address_, DefaultHello("mount-a"), &first);

@@ -583,7 +583,8 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     return;
   }
   SetInflight(c, c->inflight + 1);
-  const bool dir_attrs = c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode);
+  const bool dir_attrs =
+      c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode, c->setup.empty_dir_hints);
   const size_t capacity =
       request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
   Buffer* reply = pool_.Get(kOutHeader + capacity);

@@ -54,6 +54,8 @@ struct ConnectionSetup {
   bool node_handles = false;
   // The server pushes cache invalidations to the client on this session (common/invalidation.h).
   bool invalidations = false;
+  // Negative LOOKUP replies carry the empty-directory trailer when it applies (common/dir_attrs.h).
+  bool empty_dir_hints = false;
   // The client's name (authenticated when the server requires a secret; server/authenticator.h).
   std::string client_name;
   // What this session's client may do (squash, ro): the client's entry in the clients file, or

@@ -46,6 +46,7 @@ void Run(const uint8_t* data, size_t size) {
   const bool dir_attrs_on = (flags & 1) != 0;
   const bool node_handles_on = (flags & 2) != 0;
   const bool invalidations_on = (flags & 4) != 0;
+  const bool empty_dir_hints_on = (flags & 8) != 0;
   std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
   if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
   fuzz::ExactCopy op_in(nullptr, 0);
@@ -111,18 +112,19 @@ void Run(const uint8_t* data, size_t size) {
       std::memcpy(notify.data(), bytes.data(), *body);
       continue;
     }
-    if (!ValidReply(expect, header, *body, dir_attrs_on)) return;
+    if (!ValidReply(expect, header, *body, dir_attrs_on, empty_dir_hints_on)) return;
     if (header.error != 0) {
       FUZZ_CHECK(header.error < 0 && header.error > -512 && *body == 0);
       continue;
     }
     FUZZ_CHECK(*body <= expect.capacity);
-    long extra = DirAttrTrailerBytes(expect, *body, dir_attrs_on);
+    long extra = DirAttrTrailerBytes(expect, *body, dir_attrs_on, empty_dir_hints_on);
     FUZZ_CHECK(extra >= 0 && static_cast<size_t>(extra) <= *body);
     const size_t plain = *body - static_cast<size_t>(extra);
     FUZZ_CHECK(plain >= expect.min_body && plain <= expect.max_body);
     if (extra > 0) {
-      FUZZ_CHECK(dir_attrs_on && wire::CarriesDirAttrs(opcode));
+      FUZZ_CHECK(dir_attrs_on && wire::CarriesDirAttrs(opcode, empty_dir_hints_on));
+      FUZZ_CHECK(opcode != FUSE_LOOKUP || extra == sizeof(wire::DirAttrTrailer));
       FUZZ_CHECK(plain == expect.max_body);
       FUZZ_CHECK(extra % sizeof(wire::DirAttrTrailer) == 0);
       FUZZ_CHECK(static_cast<size_t>(extra) <=

@@ -365,6 +365,106 @@ TEST_P(CoherenceTest, NamesMadeElsewhereInADirectoryThisMountMadeAreSeen) {
   Report();
 }
 
+// A directory B did not make becomes known complete when a LOOKUP in it finds no entry and the
+// server finds it empty (common/dir_attrs.h): B then answers the next absent names itself, and
+// names made in it through A, on the export, and through B itself must all still be found.
+TEST_P(CoherenceTest, NamesMadeInADirectoryFoundEmptyAreSeen) {
+  ASSERT_EQ(mkdir(A("e").c_str(), 0755), 0);
+  auto answered_locally = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // stats: every 200 ms
+    return StatNumber(b_->ReadStats(), "answered_locally").value_or(0);
+  };
+  ASSERT_TRUE(StatOf(B("e")).exists);
+  ASSERT_FALSE(StatOf(B("e/first")).exists);  // to the server, which finds e empty
+  const uint64_t before = answered_locally();
+  for (const char* name : {"e/f", "e/sub", "e/local", "e/own", "e/never", "e/x"}) {
+    ASSERT_FALSE(StatOf(B(name)).exists) << name;
+  }
+  ASSERT_GE(answered_locally() - before, 6u) << "B asked the server about names absent from e";
+  ASSERT_TRUE(WriteFile(A("e/f"), "a"));
+  Note("create-in-found-empty-dir", WaitSeen([&] { return StatOf(B("e/f")).exists; }));
+  ASSERT_EQ(mkdir(A("e/sub").c_str(), 0755), 0);
+  Note("mkdir-in-found-empty-dir", WaitSeen([&] { return StatOf(B("e/sub")).exists; }));
+  ASSERT_TRUE(WriteFile(env_->Exp("e/local"), "l"));  // the server's export watch
+  Note("local-create-in-found-empty-dir", WaitSeen([&] { return StatOf(B("e/local")).exists; }));
+  ASSERT_TRUE(WriteFile(B("e/own"), "b"));
+  EXPECT_EQ(Slurp(B("e/own")), "b");
+  EXPECT_EQ(Slurp(A("e/own")), "b");
+  ASSERT_TRUE(WriteFile(A("e/fresh"), "a"));  // never looked up through B
+  Note("create-never-looked-up-found-empty",
+       WaitSeen([&] { return StatOf(B("e/fresh")).exists; }));
+  EXPECT_FALSE(StatOf(B("e/never")).exists);
+  Report();
+}
+
+// Makes every mount's kernel forget the inodes nobody uses (as memory pressure would); the
+// FORGETs reach the mounts within the wait.
+void DropKernelCaches() {
+  sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+}
+
+// B keeps the entries of nodes its kernel forgot (frontend/kept_entries.h), withholding their
+// FORGETs, and answers their next LOOKUP itself. What another mount or the export changes
+// meanwhile, and what B itself changes, must all still be seen.
+TEST_P(CoherenceTest, EntriesKeptAfterTheKernelForgetsThemStayCoherent) {
+  ASSERT_EQ(mkdir(B("k").c_str(), 0755), 0);
+  constexpr int kFiles = 40;
+  auto f = [](int i) { return "k/f" + std::to_string(i); };
+  for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(WriteFile(B(f(i)), "v1-" + std::to_string(i)));
+  DropKernelCaches();
+  auto answered_locally = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // stats: every 200 ms
+    return StatNumber(b_->ReadStats(), "answered_locally").value_or(0);
+  };
+  const uint64_t before = answered_locally();
+  for (int i = 0; i < 20; ++i) {
+    Stat st = StatOf(B(f(i)));
+    ASSERT_TRUE(st.exists) << f(i);
+    EXPECT_EQ(st.size, static_cast<off_t>(("v1-" + std::to_string(i)).size()));
+  }
+  EXPECT_GE(answered_locally() - before, 20u) << "B sent the lookups of names it kept";
+
+  // Changes made elsewhere to files B's kernel forgot once more.
+  DropKernelCaches();
+  ASSERT_EQ(unlink(A(f(20)).c_str()), 0);
+  Note("unlink-of-kept", WaitSeen([&] { return !StatOf(B(f(20))).exists; }));
+  ASSERT_EQ(rename(A(f(21)).c_str(), A("k/r21").c_str()), 0);
+  Note("rename-of-kept",
+       WaitSeen([&] { return !StatOf(B(f(21))).exists && StatOf(B("k/r21")).exists; }));
+  ASSERT_TRUE(WriteFile(A(f(22)), "v2-a-longer-content"));
+  Note("rewrite-of-kept", WaitSeen([&] { return Slurp(B(f(22))) == "v2-a-longer-content"; }));
+  ASSERT_EQ(chmod(A(f(23)).c_str(), 0600), 0);
+  Note("chmod-of-kept", WaitSeen([&] { return StatOf(B(f(23))).mode == 0600; }));
+  ASSERT_EQ(rename(A(f(24)).c_str(), A(f(25)).c_str()), 0);
+  Note("rename-over-kept", WaitSeen([&] {
+         return !StatOf(B(f(24))).exists && Slurp(B(f(25))) == "v1-24";
+       }));
+  ASSERT_EQ(unlink(env_->Exp(f(26)).c_str()), 0);  // the server's export watch
+  Note("local-unlink-of-kept", WaitSeen([&] { return !StatOf(B(f(26))).exists; }));
+  ASSERT_TRUE(WriteFile(env_->Exp(f(27)), "v3-export"));
+  Note("local-rewrite-of-kept", WaitSeen([&] { return Slurp(B(f(27))) == "v3-export"; }));
+
+  // B's own changes to names it kept.
+  DropKernelCaches();
+  ASSERT_EQ(unlink(B(f(30)).c_str()), 0);
+  EXPECT_FALSE(StatOf(env_->Exp(f(30))).exists);
+  EXPECT_FALSE(StatOf(B(f(30))).exists);
+  ASSERT_EQ(rename(B(f(31)).c_str(), B("k/r31").c_str()), 0);
+  EXPECT_FALSE(StatOf(B(f(31))).exists);
+  EXPECT_EQ(Slurp(B("k/r31")), "v1-31");
+  EXPECT_EQ(Slurp(A("k/r31")), "v1-31");
+  ASSERT_EQ(chmod(B(f(32)).c_str(), 0640), 0);
+  ASSERT_TRUE(WriteFile(B(f(33)), "v4-written-through-b"));
+  DropKernelCaches();  // forgotten again after this mount changed them: kept, attributes not
+  EXPECT_EQ(StatOf(B(f(32))).mode, 0640u);
+  EXPECT_EQ(StatOf(B(f(33))).size, static_cast<off_t>(std::string("v4-written-through-b").size()));
+  EXPECT_EQ(Slurp(B(f(33))), "v4-written-through-b");
+  for (int i = 34; i < kFiles; ++i) EXPECT_EQ(Slurp(B(f(i))), "v1-" + std::to_string(i));
+  Report();
+}
+
 TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
   constexpr int kFiles = 500;
   ASSERT_EQ(mkdir(B("w").c_str(), 0755), 0);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -245,6 +246,40 @@ TEST_P(RestartTest, ANameMadeWhileTheServerWasDownIsFoundInADirectoryThisMountMa
     return ::stat(Mnt("made/while-down").c_str(), &st) == 0 ? 0 : errno;
   });
   EXPECT_EQ(err, 0) << "a name made while the server was down stays hidden: " << ErrnoName(err);
+}
+
+// Entries the kernel forgot are kept by the mount (frontend/kept_entries.h). Names changed on
+// the export while the server was down must be seen after it comes back: the mount forgets what
+// it kept when the connection goes, and gives the lookups back.
+TEST_P(RestartTest, ANameChangedWhileTheServerWasDownIsSeenThoughTheMountKeptIt) {
+  ASSERT_EQ(::mkdir(Mnt("kept").c_str(), 0755), 0) << ErrnoName(errno);
+  for (const char* name : {"kept/a", "kept/b", "kept/c"}) {
+    int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(::write(fd, name, 6), 6);
+    ::close(fd);
+  }
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";  // the kernel forgets them; the mount keeps
+  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_EQ(::rename(env_->Exp("kept/a").c_str(), env_->Exp("kept/moved").c_str()), 0);
+  ASSERT_EQ(::unlink(env_->Exp("kept/b").c_str()), 0);
+  ASSERT_TRUE(env_->RestartServer());
+  struct stat st;
+  int err = RetryWhileReconnecting([&] {
+    return ::stat(Mnt("kept/moved").c_str(), &st) == 0 ? 0 : errno;
+  });
+  EXPECT_EQ(err, 0) << ErrnoName(err);
+  EXPECT_NE(::stat(Mnt("kept/a").c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_NE(::stat(Mnt("kept/b").c_str(), &st), 0);
+  EXPECT_EQ(errno, ENOENT);
+  ASSERT_EQ(::stat(Mnt("kept/c").c_str(), &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(st.st_size, 6);
+  EXPECT_EQ(::unlink(Mnt("kept/c").c_str()), 0) << ErrnoName(errno);
+  EXPECT_NE(::stat(env_->Exp("kept/c").c_str(), &st), 0);
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);

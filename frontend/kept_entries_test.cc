@@ -1,0 +1,188 @@
+// KeptEntries: which FORGETs ringfs-mount withholds, which LOOKUPs it then answers itself, and
+// every way a kept entry ends (its lookups then go back to the server).
+#include "frontend/kept_entries.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <string>
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+fuse_entry_out Entry(uint64_t node, uint64_t valid_s = 60) {
+  fuse_entry_out e{};
+  e.nodeid = node;
+  e.generation = 3;
+  e.entry_valid = valid_s;
+  e.attr_valid = valid_s;
+  e.attr.ino = node;
+  e.attr.mode = 0100644;
+  e.attr.size = 42;
+  return e;
+}
+
+uint64_t Returned(std::vector<fuse_forget_one> returns, uint64_t node) {
+  uint64_t total = 0;
+  for (const fuse_forget_one& one : returns) total += one.nodeid == node ? one.nlookup : 0;
+  return total;
+}
+
+TEST(KeptEntriesTest, AForgottenNodeIsKeptAndHandedBackByLookup) {
+  KeptEntries kept;
+  fuse_entry_out out{};
+  EXPECT_FALSE(kept.Keep(10, 1, 0));  // never recorded: the FORGET goes to the server
+  kept.Record(1, "f", Entry(10), kept.Ticket(), /*quiet=*/true, 0);
+  EXPECT_FALSE(kept.Answer(1, "f", 1, &out));  // the kernel holds it: nothing kept to hand out
+  EXPECT_TRUE(kept.Keep(10, 2, 5 * kSec));
+  EXPECT_EQ(kept.kept(), 2u);
+  ASSERT_TRUE(kept.Answer(1, "f", 10 * kSec, &out));
+  EXPECT_EQ(out.nodeid, 10u);
+  EXPECT_EQ(out.generation, 3u);
+  EXPECT_EQ(out.entry_valid, 50u);  // what is left of the server's entry lifetime
+  EXPECT_EQ(out.attr_valid, 50u);   // and of its attribute lifetime: nothing changed them
+  EXPECT_EQ(out.attr.mode, 0100644u);
+  EXPECT_EQ(out.attr.size, 42u);
+  EXPECT_TRUE(kept.Answer(1, "f", 10 * kSec, &out));
+  EXPECT_FALSE(kept.Answer(1, "f", 10 * kSec, &out));  // both lookups handed back
+  EXPECT_FALSE(kept.Answer(1, "g", 10 * kSec, &out));
+  EXPECT_EQ(kept.kept(), 0u);
+}
+
+// Attributes are handed back only while nothing could have changed them; the entry itself stays.
+TEST(KeptEntriesTest, AttributesAreTrustedOnlyWhileNothingChangedTheNode) {
+  KeptEntries kept;
+  fuse_entry_out out{};
+  auto record_and_forget = [&](uint64_t dir, const std::string& name, fuse_entry_out entry) {
+    kept.Record(dir, name, entry, kept.Ticket(), true, 0);
+    ASSERT_TRUE(kept.Keep(entry.nodeid, 1, 1));
+  };
+  record_and_forget(1, "w", Entry(10));
+  kept.Changed(10);  // this mount writes it, sets its attributes or xattrs...
+  ASSERT_TRUE(kept.Answer(1, "w", 2, &out));
+  EXPECT_EQ(out.nodeid, 10u);
+  EXPECT_EQ(out.attr_valid, 0u);  // the kernel asks the server before it uses them
+  EXPECT_EQ(out.attr_valid_nsec, 0u);
+
+  record_and_forget(1, "p", Entry(11));
+  kept.DropNode(11);  // a push: another client changed it
+  ASSERT_TRUE(kept.Answer(1, "p", 2, &out));
+  EXPECT_EQ(out.attr_valid, 0u);
+
+  // Changed while its LOOKUP travelled: the attributes of that answer are not trusted.
+  uint64_t ticket = kept.Ticket();
+  kept.Changed(12);
+  kept.Record(1, "t", Entry(12), ticket, true, 0);
+  ASSERT_TRUE(kept.Keep(12, 1, 1));
+  ASSERT_TRUE(kept.Answer(1, "t", 2, &out));
+  EXPECT_EQ(out.attr_valid, 0u);
+
+  // A file with two links: a change to a name not recorded here may be its other link.
+  fuse_entry_out linked = Entry(13);
+  linked.attr.nlink = 2;
+  record_and_forget(1, "l", linked);
+  record_and_forget(1, "single", Entry(14));
+  kept.DropName(2, "unknown");
+  ASSERT_TRUE(kept.Answer(1, "l", 2, &out));
+  EXPECT_EQ(out.attr_valid, 0u);
+  ASSERT_TRUE(kept.Answer(1, "single", 2, &out));
+  EXPECT_EQ(out.attr_valid, 59u);
+
+  // A name made in a directory changes the directory.
+  fuse_entry_out dir = Entry(15);
+  dir.attr.mode = S_IFDIR | 0755;
+  record_and_forget(1, "d", dir);
+  kept.DropName(15, "new");
+  ASSERT_TRUE(kept.Answer(1, "d", 2, &out));
+  EXPECT_EQ(out.attr_valid, 0u);
+}
+
+TEST(KeptEntriesTest, ARecordThatMayHaveRacedAChangeIsRefused) {
+  KeptEntries kept;
+  kept.Record(1, "a", Entry(10), kept.Ticket(), /*quiet=*/false, 0);  // a change was unsettled
+  EXPECT_FALSE(kept.Keep(10, 1, 1));
+  uint64_t ticket = kept.Ticket();
+  kept.DropName(1, "other");  // anything heard of the directory since the ticket
+  kept.Record(1, "a", Entry(10), ticket, true, 0);
+  EXPECT_FALSE(kept.Keep(10, 1, 1));
+  ticket = kept.Ticket();
+  kept.DropNode(2);  // another directory does not matter
+  kept.Record(1, "a", Entry(10), ticket, true, 0);
+  EXPECT_TRUE(kept.Keep(10, 1, 1));
+  ticket = kept.Ticket();
+  kept.Reset();
+  kept.Record(1, "b", Entry(11), ticket, true, 0);
+  EXPECT_FALSE(kept.Keep(11, 1, 1));
+  kept.Record(1, "c", Entry(12, 0), kept.Ticket(), true, 0);  // the server wants no caching
+  EXPECT_FALSE(kept.Keep(12, 1, 1));
+}
+
+TEST(KeptEntriesTest, DroppedEntriesReturnTheirLookups) {
+  KeptEntries kept;
+  for (uint64_t n = 10; n < 14; ++n) {
+    kept.Record(1, "f" + std::to_string(n), Entry(n), kept.Ticket(), true, 0);
+    ASSERT_TRUE(kept.Keep(n, n, 1));
+  }
+  EXPECT_FALSE(kept.HasReturns(2));
+  kept.DropName(1, "f10");  // this mount unlinks it, or a push says it changed
+  EXPECT_TRUE(kept.HasReturns(2));
+  std::vector<fuse_forget_one> returns = kept.TakeReturns(2);
+  EXPECT_EQ(Returned(returns, 10), 10u);
+  fuse_entry_out out{};
+  EXPECT_FALSE(kept.Answer(1, "f10", 2, &out));
+  kept.DropNode(1);  // a push of the directory's attributes: every name in it
+  returns = kept.TakeReturns(3);
+  EXPECT_EQ(Returned(returns, 11) + Returned(returns, 12) + Returned(returns, 13), 36u);
+  EXPECT_EQ(kept.kept(), 0u);
+  EXPECT_EQ(kept.entries(), 0u);
+
+  // A hard link: the node stays kept while one of its names does.
+  kept.Record(1, "x", Entry(20), kept.Ticket(), true, 0);
+  kept.Record(2, "y", Entry(20), kept.Ticket(), true, 0);
+  ASSERT_TRUE(kept.Keep(20, 1, 1));
+  kept.DropName(1, "x");
+  EXPECT_TRUE(kept.TakeReturns(2).empty());
+  EXPECT_TRUE(kept.Answer(2, "y", 2, &out));
+  // A name that now leads elsewhere.
+  ASSERT_TRUE(kept.Keep(20, 1, 3));
+  kept.Record(2, "y", Entry(21), kept.Ticket(), true, 4);
+  EXPECT_EQ(Returned(kept.TakeReturns(5), 20), 1u);
+
+  // Reset returns everything.
+  kept.Record(1, "r", Entry(30), kept.Ticket(), true, 0);
+  ASSERT_TRUE(kept.Keep(30, 4, 1));
+  kept.Reset();
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 30), 4u);
+  kept.Disable();
+  kept.Record(1, "r", Entry(30), kept.Ticket(), true, 0);
+  EXPECT_FALSE(kept.Keep(30, 1, 1));
+}
+
+TEST(KeptEntriesTest, ExpiredEntriesAreNotUsedAndTheirLookupsGoBack) {
+  KeptEntries kept;
+  kept.Record(1, "f", Entry(10, 60), kept.Ticket(), true, 0);
+  ASSERT_TRUE(kept.Keep(10, 3, 1 * kSec));
+  fuse_entry_out out{};
+  EXPECT_FALSE(kept.Answer(1, "f", 60 * kSec, &out));
+  EXPECT_FALSE(kept.Keep(10, 1, 61 * kSec));  // forgotten after expiry: sent at once
+  EXPECT_TRUE(kept.HasReturns(61 * kSec));    // the sweep is due
+  EXPECT_EQ(Returned(kept.TakeReturns(61 * kSec), 10), 3u);
+  EXPECT_EQ(kept.entries(), 0u);
+  EXPECT_FALSE(kept.HasReturns(62 * kSec));
+}
+
+TEST(KeptEntriesTest, StaysBounded) {
+  KeptEntries kept(/*max_entries=*/4);
+  for (uint64_t n = 0; n < 8; ++n) {
+    kept.Record(1, "f" + std::to_string(n), Entry(100 + n), kept.Ticket(), true, 0);
+  }
+  EXPECT_EQ(kept.entries(), 4u);
+  // Expired ones make room.
+  kept.Record(1, "late", Entry(200), kept.Ticket(), true, 61 * kSec);
+  EXPECT_EQ(kept.entries(), 1u);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
