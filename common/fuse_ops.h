@@ -99,6 +99,7 @@ constexpr bool ChangesNothing(uint32_t opcode) {
     case FUSE_BMAP:
     case FUSE_POLL:
     case FUSE_LSEEK:
+    case FUSE_SYNCFS:
       return true;
     default:
       return false;

@@ -33,6 +33,9 @@ constexpr uint64_t kMaxBackoffNs = 1'000'000'000;
 // A drained connection whose operations have not completed this long after shutdown() gets
 // them cancelled.
 constexpr uint64_t kDrainCancelNs = 1'000'000'000;
+// How long a change whose answer was lost with a connection may still run on the same server
+// process: after that it counts as settled (CompleteDirs::BeginChange).
+constexpr uint64_t kUnsettledGraceNs = 60'000'000'000;
 
 io_uring_sqe* GetSqe(io_uring* ring) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring);
@@ -317,10 +320,7 @@ void BackendChannel::KickSend() {
       skip = 0;
       send_iov_[n++] = part;
     }
-    if (item.slot != kOneWay) {
-      records_[item.slot]->in_send = true;
-      records_[item.slot]->reached = true;
-    }
+    if (item.slot != kOneWay) records_[item.slot]->in_send = true;
     ++items;
   }
   send_items_ = items;
@@ -348,6 +348,8 @@ void BackendChannel::OnSend(int res) {
     SendItem& item = send_queue_.front();
     size_t size = item.slot == kOneWay ? item.one_way.size() : records_[item.slot]->frame_bytes;
     size_t rest = size - front_sent_;
+    // Bytes of it went out: the server may have it (or will, once the rest follows).
+    if (item.slot != kOneWay) records_[item.slot]->reached = true;
     if (left < rest) {
       front_sent_ += left;
       break;
@@ -560,8 +562,10 @@ void BackendChannel::Install(ServerSession session) {
                     "directories known before answer ESTALE until looked up again",
                     config_.queue, config_.address.text, session.instance_id, server_instance_);
   }
-  if (ever_connected_ && session.instance_id != server_instance_ && unsettled_changes_ != 0) {
+  if (ever_connected_ && session.instance_id != server_instance_ && unsettled_changes_ != 0 &&
+      config_.binding == nullptr) {
     // The process that may have had them is gone (this is a new one), so they will never run.
+    // (With several servers another instance does not mean the old one stopped.)
     config_.dirs->EndChange(unsettled_changes_);
     unsettled_changes_ = 0;
   }
@@ -731,7 +735,9 @@ void BackendChannel::FinishDrain() {
   mode_ = RecvMode::kIdle;
   staging_begin_ = staging_end_ = 0;
   current_slot_ = kOneWay;
-  for (const auto& [unique, dropped] : dropped_) unsettled_changes_ += dropped.change ? 1 : 0;
+  for (const auto& [unique, dropped] : dropped_) {
+    if (dropped.change) LoseChange();
+  }
   dropped_.clear();
   on_wire_ = 0;
   front_sent_ = 0;
@@ -786,12 +792,24 @@ void BackendChannel::FinishDrain() {
 
 // ---- ticks: connect, interrupts, deadlines ----
 
+void BackendChannel::LoseChange() {
+  ++unsettled_changes_;
+  unsettled_since_ns_ = MonotonicNs();
+}
+
 void BackendChannel::OnTick() {
   io_uring_sqe* sqe = GetSqe(ring_);
   io_uring_prep_timeout(sqe, &tick_, 0, 0);
   io_uring_sqe_set_data64(sqe, Tag(Op::kTick));
 
   const uint64_t now = MonotonicNs();
+  if (unsettled_changes_ != 0 && state_ == State::kUp &&
+      now - unsettled_since_ns_ > kUnsettledGraceNs) {
+    // The same server process, reached again: whatever it still had of the old connection has
+    // long run by now.
+    config_.dirs->EndChange(unsettled_changes_);
+    unsettled_changes_ = 0;
+  }
   if (state_ == State::kUp && config_.binding != nullptr) {
     if (hold_ == Hold::kWaiting) {
       Arrive();  // has the lead finished (or given up)?
@@ -946,7 +964,7 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     if (origin == ReplyOrigin::kServer || !r.reached) {
       config_.dirs->EndChange();
     } else {
-      ++unsettled_changes_;
+      LoseChange();
     }
     r.change = false;
   }
@@ -1262,7 +1280,9 @@ size_t BackendChannel::TakeTrailers() {
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
-    config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+    // A LOOKUP changed nothing: its snapshot may be older than one a change on another
+    // connection brought, so it only says "empty".
+    if (r.header.opcode != FUSE_LOOKUP) config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
     // The trailer of a directory the server found empty (common/dir_attrs.h): a MKDIR's for
     // the directory it made, a negative LOOKUP's for the directory it looked in.
     if (plain >= sizeof(fuse_entry_out)) {

@@ -269,6 +269,8 @@ class BackendChannel {
   // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
   // when a SENDMSG or receive holds them, resets the connection to get them back.
   void End(uint32_t slot, int err, ReplyOrigin origin);
+  // A change that may have reached the server lost its answer: unsettled_changes_.
+  void LoseChange();
   // XattrAbsenceCache bookkeeping of a request being sent and of its server answer.
   void NoteXattrRequest(Record& r);
   void NoteXattrReply(const Record& r, int error, size_t body);
@@ -303,9 +305,11 @@ class BackendChannel {
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   bool empty_dir_hints_on_ = false;
-  // Changes the server instance `server_instance_` may still run, their answers
-  // lost with a connection: settled once a connection reaches another instance.
+  // Changes the server instance `server_instance_` may still run, their answers lost with a
+  // connection: settled once a connection reaches another instance (single server), or a grace
+  // period after the last was lost, once connected again (LoseChange, OnTick).
   uint64_t unsettled_changes_ = 0;
+  uint64_t unsettled_since_ns_ = 0;  // when the last of them was lost
   uint32_t server_max_inflight_ = 0;
   uint64_t server_instance_ = 0;  // of the last connection
   // The connection being set up: socket, handshake bytes out and in, deadline.

@@ -133,6 +133,8 @@ void CompleteDirs::TouchLocked(uint64_t dir) {
 }
 
 void CompleteDirs::EraseLocked(absl::flat_hash_map<uint64_t, Dir>::iterator it) {
+  // Its recorded names go with it: a ticket taken before must not make it complete again.
+  TouchLocked(it->first);
   names_ -= it->second.names.size();
   dirs_.erase(it);
 }

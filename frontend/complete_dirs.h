@@ -71,8 +71,8 @@ class CompleteDirs {
   void RecordFoundEmpty(uint64_t dir, uint64_t ticket, uint64_t now_ns);
   // A request that may change something (not fuse::ChangesNothing, or an OPEN with O_TRUNC) is
   // sent / settled: its answer was read from the server, or it never reached it. One that
-  // reached a server and got no answer stays unsettled until the channel knows that server
-  // process is gone.
+  // reached a server and got no answer stays unsettled until the channel reaches another server
+  // process, or for a grace period (60 s) after the same one is reached again.
   void BeginChange();
   void EndChange(uint64_t count = 1);
   // For other caches that must know that no change of this mount raced a reply

@@ -82,6 +82,17 @@ TEST(CompleteDirsTest, KnownAgainKeepsTheNamesRecorded) {
   EXPECT_EQ(dirs.names(), 1u);
 }
 
+TEST(CompleteDirsTest, ADirectoryForgottenAtTheBoundIsNotMadeCompleteByAnOlderTicket) {
+  CompleteDirs dirs(60 * kSec, /*max_dirs=*/8, /*max_names=*/2);
+  dirs.RecordFoundEmpty(7, dirs.LookupTicket(), 0);
+  const uint64_t ticket = dirs.LookupTicket();  // a LOOKUP in 7 is sent
+  dirs.AddName(7, "a");                         // pushes of names made elsewhere
+  dirs.AddName(7, "b");
+  dirs.AddName(7, "c");  // past the bound: 7 is forgotten with its names
+  dirs.RecordFoundEmpty(7, ticket, 1);  // the LOOKUP's answer, from before the pushes
+  EXPECT_FALSE(dirs.KnownAbsent(7, "a", 2));
+}
+
 TEST(CompleteDirsTest, DropResetAndDisableForget) {
   CompleteDirs dirs(60 * kSec);
   dirs.RecordCreated(7, dirs.Ticket(), 0);

@@ -146,8 +146,6 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
-  RecordNames(request, config_.dirs, config_.kept);
-  if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
   Verdict verdict;
   verdict.kind = Verdict::Kind::kForward;
   return verdict;
@@ -168,6 +166,11 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     parts[0].iov_len += request.payload_size;
     nparts = 1;
   }
+  // Just before it is sent, on the sending thread: from here to the channel's BeginChange no
+  // other request can record an answer that this one's names or node make stale.
+  RecordNames(request, config_.dirs, config_.kept);
+  if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
+  state->keep_node = request.header.nodeid;
   if (config_.kept != nullptr && config_.dirs != nullptr && AnswersWithEntry(request.opcode())) {
     // Before it is sent: a change sent meanwhile voids what its answer says.
     state->keep_ticket = config_.kept->Ticket();
@@ -190,17 +193,23 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
 void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, const char* body,
                         size_t body_size, ReplyOrigin origin) {
   state->reply_origin = origin;
-  if (state->keep_ticket != 0 && origin == ReplyOrigin::kServer && header.error == 0 &&
-      body_size >= sizeof(fuse_entry_out)) {
-    fuse_entry_out entry;
-    std::memcpy(&entry, body, sizeof(entry));
-    // Settled already (the channel settles before it delivers): only its own change may count.
-    const bool self = state->keep_opcode != FUSE_LOOKUP;
-    config_.kept->Record(state->keep_dir, state->keep_name, entry, state->keep_ticket,
-                         config_.dirs->Quiet(state->change_ticket, self),
-                         config_.clock());
+  if (config_.kept != nullptr && origin == ReplyOrigin::kServer) {
+    // Before the kernel sees the answer (it looks the name up again after an ESTALE).
+    if (header.error == -ESTALE) config_.kept->Gone(state->keep_node);
+    fuse_entry_out entry{};
+    if (header.error == 0 && body_size >= sizeof(entry)) std::memcpy(&entry, body, sizeof(entry));
+    if (state->keep_opcode == FUSE_LOOKUP && entry.nodeid == 0) {
+      // The server says the name leads nowhere now (no entry, or an error).
+      config_.kept->NoEntry(state->keep_dir, state->keep_name);
+    } else if (state->keep_ticket != 0 && entry.nodeid != 0) {
+      // Settled already (the channel settles before it delivers): only its own change counts.
+      const bool self = state->keep_opcode != FUSE_LOOKUP;
+      config_.kept->Record(state->keep_dir, state->keep_name, entry, state->keep_ticket,
+                           config_.dirs->Quiet(state->change_ticket, self), config_.clock());
+    }
   }
   state->keep_ticket = 0;
+  state->keep_opcode = 0;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {
     stats_->backend_rtt.Observe(static_cast<int64_t>(config_.clock() - state->sent_ns));

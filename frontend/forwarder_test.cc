@@ -137,6 +137,14 @@ class Harness {
     request_ = delivery.Decode();
     return forwarder_.Accept(request_, &state_, delivery.body());
   }
+  // Accepts and, when it is to be forwarded, sends it (what it changes is recorded then).
+  Verdict AcceptAndForward(Delivery& delivery) {
+    Verdict verdict = Accept(delivery);
+    if (verdict.kind == Verdict::Kind::kForward) {
+      forwarder_.Forward(request_, &state_, 0, ReplyBuffer{scratch_, sizeof(scratch_)});
+    }
+    return verdict;
+  }
   void ExpectAnswer(const Verdict& verdict, int error, ReplyOrigin origin) {
     ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
     EXPECT_EQ(verdict.header.error, -error);
@@ -168,6 +176,7 @@ class Harness {
   Forwarder forwarder_;
   KernelRequest request_;
   RequestState state_;
+  char scratch_[512];
 };
 
 class ForwarderTest : public Harness, public ::testing::TestWithParam<Transport> {
@@ -269,21 +278,21 @@ TEST_P(ForwarderTest, LookupInADirectoryThisMountMadeIsAnsweredUntilTheNameMayEx
   // Requests that may make a name exist record it before they go to the server.
   fuse_create_in create{};
   Delivery creating = Make(transport(), FUSE_CREATE, create, std::string("new\0", 4), 7);
-  EXPECT_EQ(Accept(creating).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(creating).kind, Verdict::Kind::kForward);
   EXPECT_EQ(lookup(7, "new"), Verdict::Kind::kForward);
   fuse_rename2_in rename{};
   rename.newdir = 8;
   Delivery renaming = Make(transport(), FUSE_RENAME2, rename, std::string("from\0to\0", 8), 7);
-  EXPECT_EQ(Accept(renaming).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(renaming).kind, Verdict::Kind::kForward);
   EXPECT_EQ(lookup(7, "from"), Verdict::Kind::kForward);
   EXPECT_EQ(lookup(8, "to"), Verdict::Kind::kForward);
   EXPECT_EQ(lookup(8, "from"), Verdict::Kind::kAnswer);
   fuse_link_in link{};
   Delivery linking = Make(transport(), FUSE_LINK, link, std::string("hard\0", 5), 8);
-  EXPECT_EQ(Accept(linking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(linking).kind, Verdict::Kind::kForward);
   EXPECT_EQ(lookup(8, "hard"), Verdict::Kind::kForward);
   Delivery symlinking(transport(), FUSE_SYMLINK, nullptr, 0, std::string("soft\0target\0", 12), 8);
-  EXPECT_EQ(Accept(symlinking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(symlinking).kind, Verdict::Kind::kForward);
   EXPECT_EQ(lookup(8, "soft"), Verdict::Kind::kForward);
   EXPECT_EQ(lookup(8, "target"), Verdict::Kind::kAnswer);
   // A directory this mount did not make goes to the server.
@@ -371,7 +380,7 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
   // A change sent by this mount: the next answer's attributes are expired.
   fuse_setattr_in setattr{};
   Delivery chmod = Make(Transport::kClassic, FUSE_SETATTR, setattr, {}, 50);
-  EXPECT_EQ(Accept(chmod).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(chmod).kind, Verdict::Kind::kForward);
   Delivery after(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
   verdict = Accept(after);
   ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
@@ -381,7 +390,7 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
 
   // This mount removes the name: the lookup still kept goes back with the next request.
   Delivery unlinking(Transport::kClassic, FUSE_UNLINK, nullptr, 0, std::string("f\0", 2), 7);
-  EXPECT_EQ(Accept(unlinking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(AcceptAndForward(unlinking).kind, Verdict::Kind::kForward);
   Delivery next(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
   EXPECT_EQ(Accept(next).kind, Verdict::Kind::kForward);
   ASSERT_EQ(channel_.one_way.size(), 2u);
@@ -390,6 +399,55 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
   EXPECT_EQ(sent[0].nodeid, 50u);
   EXPECT_EQ(sent[0].nlookup, 1u);  // three kept, two handed back to the kernel
   EXPECT_EQ(kept_.kept(), 0u);
+}
+
+// The export changed behind the server's back: an ESTALE answer about a kept node, or a negative
+// answer for a kept name, ends what was kept (the kernel looks the name up again at once).
+TEST_F(ForwarderEdgeTest, WhatTheServerNoLongerKnowsIsNotHandedOut) {
+  auto lookup_answered = [&](const char* name, uint64_t node) {
+    Delivery looking(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string(name) + '\0', 7);
+    Verdict verdict = Accept(looking);
+    if (verdict.kind != Verdict::Kind::kForward) return verdict.kind;
+    char reply_body[256];
+    forwarder_.Forward(request_, &state_, 0, ReplyBuffer{reply_body, sizeof(reply_body)});
+    fuse_entry_out entry{};
+    entry.nodeid = node;
+    entry.entry_valid = 60;
+    entry.attr_valid = 60;
+    entry.attr.mode = S_IFREG | 0644;
+    std::memcpy(reply_body, &entry, sizeof(entry));
+    forwarder_.OnReply(&state_, fuse_out_header{}, reply_body, sizeof(entry), ReplyOrigin::kServer);
+    return verdict.kind;
+  };
+  auto forget = [&](uint64_t node) {
+    fuse_forget_in in{};
+    in.nlookup = 1;
+    Delivery one = Make(Transport::kClassic, FUSE_FORGET, in, {}, node);
+    (void)Accept(one);
+  };
+  ASSERT_EQ(lookup_answered("s", 70), Verdict::Kind::kForward);
+  forget(70);
+  ASSERT_EQ(kept_.kept(), 1u);
+  // The kernel asks about node 70 and hears ESTALE.
+  fuse_getattr_in getattr{};
+  Delivery asking = Make(Transport::kClassic, FUSE_GETATTR, getattr, {}, 70);
+  ASSERT_EQ(Accept(asking).kind, Verdict::Kind::kForward);
+  char body[256];
+  forwarder_.Forward(request_, &state_, 0, ReplyBuffer{body, sizeof(body)});
+  fuse_out_header stale{};
+  stale.error = -ESTALE;
+  forwarder_.OnReply(&state_, stale, body, 0, ReplyOrigin::kServer);
+  EXPECT_EQ(kept_.kept(), 0u);
+  EXPECT_EQ(lookup_answered("s", 0), Verdict::Kind::kForward);  // to the server
+
+  // The kernel still holds node 71 when the server says "n" is gone: once forgotten, it is not
+  // kept for that name.
+  ASSERT_EQ(lookup_answered("n", 71), Verdict::Kind::kForward);
+  ASSERT_EQ(lookup_answered("n", 0), Verdict::Kind::kForward);
+  const size_t sent_before = channel_.one_way.size();
+  forget(71);
+  EXPECT_EQ(kept_.kept(), 0u);
+  EXPECT_EQ(channel_.one_way.size(), sent_before + 1);
 }
 
 TEST_P(ForwarderTest, ClassifiesOnAccept) {

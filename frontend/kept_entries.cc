@@ -48,9 +48,9 @@ void KeptEntries::Record(uint64_t dir, std::string_view name, const fuse_entry_o
   recorded.expires_ns = now_ns + valid;
   const uint64_t attr_valid = entry.attr_valid * 1'000'000'000 + entry.attr_valid_nsec;
   auto touched = touched_.find(entry.nodeid);
+  node.attr = entry.attr;  // its type never changes; the rest is used only while trusted
   if (attr_valid != 0 && entry.attr_valid <= 86'400 &&
       (touched == touched_.end() || touched->second <= ticket)) {
-    node.attr = entry.attr;
     node.attr_expires_ns = now_ns + attr_valid;
     if (entry.attr.nlink > 1 && (entry.attr.mode & S_IFMT) != S_IFDIR) {
       linked_.insert(entry.nodeid);
@@ -128,6 +128,23 @@ void KeptEntries::DropNode(uint64_t dir) {
   if (it == by_dir_.end()) return;
   std::vector<std::string> names(it->second.begin(), it->second.end());
   for (const std::string& name : names) EraseLocked(dir, name);
+}
+
+void KeptEntries::Gone(uint64_t node) {
+  absl::MutexLock lock(&mu_);
+  TouchLocked(node);
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  const std::vector<Key> keys = it->second.keys;
+  for (const Key& key : keys) {
+    TouchLocked(key.first);
+    EraseLocked(key.first, key.second);
+  }
+}
+
+void KeptEntries::NoEntry(uint64_t dir, std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  EraseLocked(dir, name);
 }
 
 void KeptEntries::Reset() {

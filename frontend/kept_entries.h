@@ -76,6 +76,11 @@ class KeptEntries {
   void DropName(uint64_t dir, std::string_view name);
   // `node` changed, and any name in it may have (a push of its attributes).
   void DropNode(uint64_t node);
+  // The server no longer knows `node` (ESTALE): no name leads to it any more.
+  void Gone(uint64_t node);
+  // The server answered that `name` in `dir` leads nowhere (a negative LOOKUP): a name recorded
+  // for it is stale (the export changed behind the server's back).
+  void NoEntry(uint64_t dir, std::string_view name);
   // Nothing is known any more, and tickets taken before now are refused.
   void Reset();
   // Reset, and nothing is recorded again (the server does not push invalidations).

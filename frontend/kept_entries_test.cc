@@ -160,6 +160,25 @@ TEST(KeptEntriesTest, DroppedEntriesReturnTheirLookups) {
   EXPECT_FALSE(kept.Keep(30, 1, 1));
 }
 
+// The server says a node is gone (ESTALE), or a name leads nowhere (a negative LOOKUP): the
+// export changed behind its back. Nothing recorded may hand them out again.
+TEST(KeptEntriesTest, WhatTheServerNoLongerKnowsIsDropped) {
+  KeptEntries kept;
+  fuse_entry_out out{};
+  kept.Record(1, "a", Entry(10), kept.Ticket(), true, 0);
+  kept.Record(2, "b", Entry(10), kept.Ticket(), true, 0);
+  ASSERT_TRUE(kept.Keep(10, 2, 1));
+  kept.Gone(10);
+  EXPECT_FALSE(kept.Answer(1, "a", 2, &out));
+  EXPECT_FALSE(kept.Answer(2, "b", 2, &out));
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 10), 2u);
+  kept.Record(1, "c", Entry(11), kept.Ticket(), true, 0);
+  ASSERT_TRUE(kept.Keep(11, 1, 1));
+  kept.NoEntry(1, "c");
+  EXPECT_FALSE(kept.Answer(1, "c", 2, &out));
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 11), 1u);
+}
+
 TEST(KeptEntriesTest, ExpiredEntriesAreNotUsedAndTheirLookupsGoBack) {
   KeptEntries kept;
   kept.Record(1, "f", Entry(10, 60), kept.Ticket(), true, 0);

@@ -67,6 +67,7 @@ struct RequestState {
   uint64_t sent_ns = 0;      // when it went to the server
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the
   // name (the reply may land over the request's bytes).
+  uint64_t keep_node = 0;  // the request's node: an ESTALE answer means it is gone
   uint64_t keep_ticket = 0;
   uint64_t change_ticket = 0;
   uint32_t keep_opcode = 0;
