@@ -69,7 +69,8 @@ bool KeptEntries::Keep(uint64_t node, uint64_t nlookup, uint64_t now_ns) {
     auto name = names_.find(key);
     live = live || (name != names_.end() && name->second.expires_ns > now_ns);
   }
-  if (!live) return false;  // the sweep returns what it already keeps
+  // Without attributes the kernel would ask the server for them next: nothing saved.
+  if (!live || it->second.attr_expires_ns <= now_ns) return false;
   it->second.kept += nlookup;
   kept_ += nlookup;
   const uint64_t next = next_sweep_ns_.load(std::memory_order_relaxed);
@@ -85,6 +86,10 @@ bool KeptEntries::Answer(uint64_t dir, std::string_view name, uint64_t now_ns,
   if (it == names_.end() || it->second.expires_ns <= now_ns) return false;
   Node& node = nodes_[it->second.node];
   if (node.kept == 0) return false;  // the kernel holds it: its own dentry went stale
+  if (node.attr_expires_ns <= now_ns) {
+    ReturnKeptLocked(it->second.node, node);  // the server answers, attributes and all
+    return false;
+  }
   --node.kept;
   --kept_;
   const uint64_t left = it->second.expires_ns - now_ns;
@@ -94,11 +99,9 @@ bool KeptEntries::Answer(uint64_t dir, std::string_view name, uint64_t now_ns,
   out->entry_valid = left / 1'000'000'000;
   out->entry_valid_nsec = static_cast<uint32_t>(left % 1'000'000'000);
   out->attr = node.attr;
-  if (node.attr_expires_ns > now_ns) {
-    const uint64_t attr_left = node.attr_expires_ns - now_ns;
-    out->attr_valid = attr_left / 1'000'000'000;
-    out->attr_valid_nsec = static_cast<uint32_t>(attr_left % 1'000'000'000);
-  }  // else attr_valid 0: the kernel asks the server before it uses them
+  const uint64_t attr_left = node.attr_expires_ns - now_ns;
+  out->attr_valid = attr_left / 1'000'000'000;
+  out->attr_valid_nsec = static_cast<uint32_t>(attr_left % 1'000'000'000);
   return true;
 }
 
@@ -186,8 +189,19 @@ void KeptEntries::TouchLocked(uint64_t id) {
 }
 
 void KeptEntries::ForgetAttrLocked(uint64_t node) {
-  if (auto it = nodes_.find(node); it != nodes_.end()) it->second.attr_expires_ns = 0;
+  if (auto it = nodes_.find(node); it != nodes_.end()) {
+    it->second.attr_expires_ns = 0;
+    ReturnKeptLocked(node, it->second);
+  }
   linked_.erase(node);
+}
+
+void KeptEntries::ReturnKeptLocked(uint64_t id, Node& node) {
+  if (node.kept == 0) return;
+  returns_.push_back(fuse_forget_one{id, node.kept});
+  kept_ -= node.kept;
+  node.kept = 0;
+  returns_pending_.store(true, std::memory_order_relaxed);
 }
 
 void KeptEntries::EraseLocked(uint64_t dir, std::string_view name) {
@@ -205,11 +219,7 @@ void KeptEntries::EraseLocked(uint64_t dir, std::string_view name) {
   auto& keys = n->second.keys;
   keys.erase(std::remove(keys.begin(), keys.end(), key), keys.end());
   if (!keys.empty()) return;
-  if (n->second.kept != 0) {
-    returns_.push_back(fuse_forget_one{node_id, n->second.kept});
-    kept_ -= n->second.kept;
-    returns_pending_.store(true, std::memory_order_relaxed);
-  }
+  ReturnKeptLocked(node_id, n->second);
   linked_.erase(node_id);
   nodes_.erase(n);
 }

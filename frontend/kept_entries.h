@@ -15,8 +15,9 @@
 //    said (attr_valid), and only while nothing changed the node since: a push about it, or any
 //    request of this mount that may change it (Changed: writes, attribute and xattr changes,
 //    names made in it, a change to one of its names; for files with several links, a change to
-//    any name this mount did not record). Otherwise the entry is handed back with its attributes
-//    expired (attr_valid 0) and the kernel asks the server for them before it uses them. A node
+//    any name this mount did not record). A node is kept only while its attributes are known:
+//    without them the kernel would ask the server for them right after the answer, which costs
+//    more than the LOOKUP it saves (its lookups go back as soon as they are not known). A node
 //    id never changes type, and the server never hands the same id out twice.
 //  - An entry is recorded only when nothing could have changed it while its reply travelled: no
 //    push about its directory or node since the request was sent (a ticket, as in
@@ -63,10 +64,10 @@ class KeptEntries {
               bool quiet, uint64_t now_ns);
 
   // The kernel forgets `nlookup` lookups of `node`: true when they are kept here (the FORGET is
-  // not sent), which needs a recorded, unexpired name of it.
+  // not sent), which needs a recorded, unexpired name of it and its attributes.
   bool Keep(uint64_t node, uint64_t nlookup, uint64_t now_ns);
-  // A LOOKUP of `name` in `dir`: when a kept entry answers it, fills `out` (attributes expired)
-  // and hands one kept lookup back to the kernel.
+  // A LOOKUP of `name` in `dir`: when a kept entry answers it, fills `out` (attributes for what
+  // is left of their lifetime) and hands one kept lookup back to the kernel.
   bool Answer(uint64_t dir, std::string_view name, uint64_t now_ns, fuse_entry_out* out);
 
   // A request of this mount that may change `node` is about to be sent: its attributes are no
@@ -114,7 +115,9 @@ class KeptEntries {
   // Remembers that `id` (a directory or node) changed, so a ticket taken before is refused, and
   // forgets its attributes.
   void TouchLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Its attributes are no longer known: what is kept of it goes back (see Keep).
   void ForgetAttrLocked(uint64_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReturnKeptLocked(uint64_t id, Node& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EraseLocked(uint64_t dir, std::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ClearLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -51,8 +51,9 @@ TEST(KeptEntriesTest, AForgottenNodeIsKeptAndHandedBackByLookup) {
   EXPECT_EQ(kept.kept(), 0u);
 }
 
-// Attributes are handed back only while nothing could have changed them; the entry itself stays.
-TEST(KeptEntriesTest, AttributesAreTrustedOnlyWhileNothingChangedTheNode) {
+// A node is kept only while its attributes are known: once anything may have changed it, its
+// lookups go back and the next LOOKUP goes to the server (which answers with fresh attributes).
+TEST(KeptEntriesTest, OnlyNodesWhoseAttributesAreKnownAreKept) {
   KeptEntries kept;
   fuse_entry_out out{};
   auto record_and_forget = [&](uint64_t dir, const std::string& name, fuse_entry_out entry) {
@@ -61,23 +62,24 @@ TEST(KeptEntriesTest, AttributesAreTrustedOnlyWhileNothingChangedTheNode) {
   };
   record_and_forget(1, "w", Entry(10));
   kept.Changed(10);  // this mount writes it, sets its attributes or xattrs...
-  ASSERT_TRUE(kept.Answer(1, "w", 2, &out));
-  EXPECT_EQ(out.nodeid, 10u);
-  EXPECT_EQ(out.attr_valid, 0u);  // the kernel asks the server before it uses them
-  EXPECT_EQ(out.attr_valid_nsec, 0u);
+  EXPECT_FALSE(kept.Answer(1, "w", 2, &out));
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 10), 1u);
 
   record_and_forget(1, "p", Entry(11));
   kept.DropNode(11);  // a push: another client changed it
-  ASSERT_TRUE(kept.Answer(1, "p", 2, &out));
-  EXPECT_EQ(out.attr_valid, 0u);
+  EXPECT_FALSE(kept.Answer(1, "p", 2, &out));
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 11), 1u);
 
-  // Changed while its LOOKUP travelled: the attributes of that answer are not trusted.
+  // Changed while its LOOKUP travelled: not kept at all.
   uint64_t ticket = kept.Ticket();
   kept.Changed(12);
   kept.Record(1, "t", Entry(12), ticket, true, 0);
-  ASSERT_TRUE(kept.Keep(12, 1, 1));
-  ASSERT_TRUE(kept.Answer(1, "t", 2, &out));
-  EXPECT_EQ(out.attr_valid, 0u);
+  EXPECT_FALSE(kept.Keep(12, 1, 1));
+  // Attributes the server wants no caching of: not kept either.
+  fuse_entry_out uncached = Entry(16);
+  uncached.attr_valid = 0;
+  kept.Record(1, "u", uncached, kept.Ticket(), true, 0);
+  EXPECT_FALSE(kept.Keep(16, 1, 1));
 
   // A file with two links: a change to a name not recorded here may be its other link.
   fuse_entry_out linked = Entry(13);
@@ -85,8 +87,7 @@ TEST(KeptEntriesTest, AttributesAreTrustedOnlyWhileNothingChangedTheNode) {
   record_and_forget(1, "l", linked);
   record_and_forget(1, "single", Entry(14));
   kept.DropName(2, "unknown");
-  ASSERT_TRUE(kept.Answer(1, "l", 2, &out));
-  EXPECT_EQ(out.attr_valid, 0u);
+  EXPECT_FALSE(kept.Answer(1, "l", 2, &out));
   ASSERT_TRUE(kept.Answer(1, "single", 2, &out));
   EXPECT_EQ(out.attr_valid, 59u);
 
@@ -95,8 +96,10 @@ TEST(KeptEntriesTest, AttributesAreTrustedOnlyWhileNothingChangedTheNode) {
   dir.attr.mode = S_IFDIR | 0755;
   record_and_forget(1, "d", dir);
   kept.DropName(15, "new");
-  ASSERT_TRUE(kept.Answer(1, "d", 2, &out));
-  EXPECT_EQ(out.attr_valid, 0u);
+  EXPECT_FALSE(kept.Answer(1, "d", 2, &out));
+  std::vector<fuse_forget_one> returns = kept.TakeReturns(3);
+  EXPECT_EQ(Returned(returns, 13) + Returned(returns, 15), 2u);
+  EXPECT_EQ(kept.kept(), 0u);
 }
 
 TEST(KeptEntriesTest, ARecordThatMayHaveRacedAChangeIsRefused) {
@@ -138,14 +141,17 @@ TEST(KeptEntriesTest, DroppedEntriesReturnTheirLookups) {
   EXPECT_EQ(kept.kept(), 0u);
   EXPECT_EQ(kept.entries(), 0u);
 
-  // A hard link: the node stays kept while one of its names does.
+  // A hard link: removing one name changes the node (its link count), so what is kept of it
+  // goes back; its other name stays recorded.
   kept.Record(1, "x", Entry(20), kept.Ticket(), true, 0);
   kept.Record(2, "y", Entry(20), kept.Ticket(), true, 0);
   ASSERT_TRUE(kept.Keep(20, 1, 1));
   kept.DropName(1, "x");
-  EXPECT_TRUE(kept.TakeReturns(2).empty());
-  EXPECT_TRUE(kept.Answer(2, "y", 2, &out));
+  EXPECT_EQ(Returned(kept.TakeReturns(2), 20), 1u);
+  EXPECT_FALSE(kept.Answer(2, "y", 2, &out));
+  EXPECT_EQ(kept.entries(), 1u);
   // A name that now leads elsewhere.
+  kept.Record(2, "y", Entry(20), kept.Ticket(), true, 2);  // looked up again: attributes known
   ASSERT_TRUE(kept.Keep(20, 1, 3));
   kept.Record(2, "y", Entry(21), kept.Ticket(), true, 4);
   EXPECT_EQ(Returned(kept.TakeReturns(5), 20), 1u);
