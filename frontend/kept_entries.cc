@@ -10,6 +10,13 @@ namespace {
 
 constexpr uint64_t kSweepEveryNs = 1'000'000'000;
 
+bool IsDir(const fuse_attr& attr) { return (attr.mode & S_IFMT) == S_IFDIR; }
+
+// How long the kernel may keep what a kept entry answered. A push that reaches the kernel in the
+// microseconds between this answer and the kernel taking it finds no inode or dentry to
+// invalidate and is lost; the kernel then holds the answer this long, no longer.
+constexpr uint64_t kAnswerValidNs = 1'000'000'000;
+
 uint64_t ValidNs(const fuse_entry_out& entry) {
   return entry.entry_valid * 1'000'000'000 + entry.entry_valid_nsec;
 }
@@ -69,8 +76,10 @@ bool KeptEntries::Keep(uint64_t node, uint64_t nlookup, uint64_t now_ns) {
     auto name = names_.find(key);
     live = live || (name != names_.end() && name->second.expires_ns > now_ns);
   }
-  // Without attributes the kernel would ask the server for them next: nothing saved.
-  if (!live || it->second.attr_expires_ns <= now_ns) return false;
+  // Without attributes the kernel would ask the server for a file's next: nothing saved. A
+  // directory is kept all the same: it keeps its node id (the names recorded in it stay usable)
+  // and its place in this client's table (its pushes, its complete-directory knowledge).
+  if (!live || (it->second.attr_expires_ns <= now_ns && !IsDir(it->second.attr))) return false;
   it->second.kept += nlookup;
   kept_ += nlookup;
   const uint64_t next = next_sweep_ns_.load(std::memory_order_relaxed);
@@ -86,22 +95,25 @@ bool KeptEntries::Answer(uint64_t dir, std::string_view name, uint64_t now_ns,
   if (it == names_.end() || it->second.expires_ns <= now_ns) return false;
   Node& node = nodes_[it->second.node];
   if (node.kept == 0) return false;  // the kernel holds it: its own dentry went stale
-  if (node.attr_expires_ns <= now_ns) {
+  const bool attr_known = node.attr_expires_ns > now_ns;
+  if (!attr_known && !IsDir(node.attr)) {
     ReturnKeptLocked(it->second.node, node);  // the server answers, attributes and all
     return false;
   }
   --node.kept;
   --kept_;
-  const uint64_t left = it->second.expires_ns - now_ns;
+  const uint64_t left = std::min(it->second.expires_ns - now_ns, kAnswerValidNs);
   *out = fuse_entry_out{};
   out->nodeid = it->second.node;
   out->generation = it->second.generation;
   out->entry_valid = left / 1'000'000'000;
   out->entry_valid_nsec = static_cast<uint32_t>(left % 1'000'000'000);
   out->attr = node.attr;
-  const uint64_t attr_left = node.attr_expires_ns - now_ns;
-  out->attr_valid = attr_left / 1'000'000'000;
-  out->attr_valid_nsec = static_cast<uint32_t>(attr_left % 1'000'000'000);
+  if (attr_known) {
+    const uint64_t attr_left = std::min(node.attr_expires_ns - now_ns, kAnswerValidNs);
+    out->attr_valid = attr_left / 1'000'000'000;
+    out->attr_valid_nsec = static_cast<uint32_t>(attr_left % 1'000'000'000);
+  }  // else attr_valid 0: the kernel asks the server before it uses them
   return true;
 }
 
@@ -191,7 +203,7 @@ void KeptEntries::TouchLocked(uint64_t id) {
 void KeptEntries::ForgetAttrLocked(uint64_t node) {
   if (auto it = nodes_.find(node); it != nodes_.end()) {
     it->second.attr_expires_ns = 0;
-    ReturnKeptLocked(node, it->second);
+    if (!IsDir(it->second.attr)) ReturnKeptLocked(node, it->second);
   }
   linked_.erase(node);
 }

@@ -15,16 +15,20 @@
 //    said (attr_valid), and only while nothing changed the node since: a push about it, or any
 //    request of this mount that may change it (Changed: writes, attribute and xattr changes,
 //    names made in it, a change to one of its names; for files with several links, a change to
-//    any name this mount did not record). A node is kept only while its attributes are known:
+//    any name this mount did not record). A file is kept only while its attributes are known:
 //    without them the kernel would ask the server for them right after the answer, which costs
-//    more than the LOOKUP it saves (its lookups go back as soon as they are not known). A node
-//    id never changes type, and the server never hands the same id out twice.
+//    more than the LOOKUP it saves (its lookups go back as soon as they are not known). A
+//    directory is kept without them (handed back with attr_valid 0): keeping it keeps its node
+//    id, so the names recorded in it stay usable, and one GETATTR serves all its children. A
+//    node id never changes type, and the server never hands the same id out twice.
 //  - An entry is recorded only when nothing could have changed it while its reply travelled: no
 //    push about its directory or node since the request was sent (a ticket, as in
 //    CompleteDirs), and no change of this mount unsettled meanwhile other than the request
 //    itself (CompleteDirs::ChangeTicket/Quiet).
 //  - Everything is dropped, and its lookups returned, on a lost or new connection, when the
 //    notifier loses a push, at the entry lifetime, and past the bound.
+//  - An answer is valid for at most a second (kAnswerValidNs): a push that reaches the kernel
+//    between the answer and the kernel taking it is lost (no inode or dentry to invalidate yet).
 // Kept lookups of an entry that is dropped are returned: TakeReturns() hands them to a worker,
 // which sends them to the server as FORGETs.
 // Thread-safe: shared by every worker of the mount and the notifier; one short lock per call.

@@ -41,8 +41,10 @@ TEST(KeptEntriesTest, AForgottenNodeIsKeptAndHandedBackByLookup) {
   ASSERT_TRUE(kept.Answer(1, "f", 10 * kSec, &out));
   EXPECT_EQ(out.nodeid, 10u);
   EXPECT_EQ(out.generation, 3u);
-  EXPECT_EQ(out.entry_valid, 50u);  // what is left of the server's entry lifetime
-  EXPECT_EQ(out.attr_valid, 50u);   // and of its attribute lifetime: nothing changed them
+  // What is left of the server's lifetimes (nothing changed the node), but no more than a
+  // second: a push lost to the kernel while this answer travels cannot leave it stale longer.
+  EXPECT_EQ(out.entry_valid, 1u);
+  EXPECT_EQ(out.attr_valid, 1u);
   EXPECT_EQ(out.attr.mode, 0100644u);
   EXPECT_EQ(out.attr.size, 42u);
   EXPECT_TRUE(kept.Answer(1, "f", 10 * kSec, &out));
@@ -89,17 +91,23 @@ TEST(KeptEntriesTest, OnlyNodesWhoseAttributesAreKnownAreKept) {
   kept.DropName(2, "unknown");
   EXPECT_FALSE(kept.Answer(1, "l", 2, &out));
   ASSERT_TRUE(kept.Answer(1, "single", 2, &out));
-  EXPECT_EQ(out.attr_valid, 59u);
+  EXPECT_EQ(out.attr_valid, 1u);
 
-  // A name made in a directory changes the directory.
+  EXPECT_EQ(Returned(kept.TakeReturns(3), 13), 1u);
+
+  // A name made in a directory changes the directory; it is kept all the same (its id keeps
+  // the names recorded in it usable), handed back with its attributes expired.
   fuse_entry_out dir = Entry(15);
   dir.attr.mode = S_IFDIR | 0755;
   record_and_forget(1, "d", dir);
   kept.DropName(15, "new");
-  EXPECT_FALSE(kept.Answer(1, "d", 2, &out));
-  std::vector<fuse_forget_one> returns = kept.TakeReturns(3);
-  EXPECT_EQ(Returned(returns, 13) + Returned(returns, 15), 2u);
-  EXPECT_EQ(kept.kept(), 0u);
+  ASSERT_TRUE(kept.Answer(1, "d", 2, &out));
+  EXPECT_EQ(out.nodeid, 15u);
+  EXPECT_EQ(out.attr_valid, 0u);
+  EXPECT_EQ(out.attr.mode, static_cast<uint32_t>(S_IFDIR | 0755));
+  ASSERT_TRUE(kept.Keep(15, 1, 3));  // forgotten again without known attributes: still kept
+  EXPECT_TRUE(kept.TakeReturns(3).empty());
+  EXPECT_EQ(kept.kept(), 1u);
 }
 
 TEST(KeptEntriesTest, ARecordThatMayHaveRacedAChangeIsRefused) {
