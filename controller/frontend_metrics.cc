@@ -151,6 +151,14 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         {"ringfs_frontend_invalidations_not_cached_total",
          "Invalidations from the server for nodes or names the kernel no longer cached",
          MetricType::Counter, snapshot.invalidations_not_cached},
+        {"ringfs_frontend_invalidations_repeated_total",
+         "Invalidations written into the kernel again because it may have been building a cached "
+         "entry from an answer older than the change (up to four times each)",
+         MetricType::Counter, snapshot.invalidations_repeated},
+        {"ringfs_frontend_invalidations_lost_total",
+         "Invalidations the mount could not deliver (its queue was full); the mount then stops "
+         "trusting what it knows, and the kernel's caches age out with their timeouts",
+         MetricType::Counter, snapshot.invalidations_lost},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

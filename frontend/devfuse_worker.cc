@@ -57,7 +57,8 @@ absl::Status DevFuseWorker::Setup() {
                                        .interrupts = config_.backend.interrupts,
                                        .xattrs = config_.backend.xattrs,
                                        .dirs = config_.backend.dirs,
-                                       .kept = config_.backend.kept},
+                                       .kept = config_.backend.kept,
+                                       .notifier = config_.backend.notifier},
                      stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
   slots_.assign(config_.slots, Slot{});

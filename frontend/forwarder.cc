@@ -85,6 +85,13 @@ void RecordChanged(const KernelRequest& request, KeptEntries& kept) {
 }
 
 // Requests whose success answer is the entry of their name in their node.
+// Answers the kernel makes a dentry or inode of (a READDIRPLUS: several).
+bool BuildsEntry(uint32_t opcode) {
+  return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
+         opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK || opcode == FUSE_LINK ||
+         opcode == FUSE_READDIRPLUS;
+}
+
 bool AnswersWithEntry(uint32_t opcode) {
   return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
          opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
@@ -112,6 +119,11 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     return Answer(request, state, refusal.error, 0, refusal.origin);
   }
   if (config_.kept != nullptr && config_.kept->HasReturns(state->received_ns)) ReturnKept();
+  if (config_.notifier != nullptr && BuildsEntry(request.opcode())) {
+    // Before anything is looked up for its answer (KernelNotifier: repeated notifications).
+    config_.notifier->AnswerBegins();
+    state->builds_entry = true;
+  }
   switch (request.opcode()) {
     case FUSE_INTERRUPT:
       // The request it names is in some worker's backend channel: they look at the board.
@@ -253,16 +265,20 @@ void Forwarder::Forget(const KernelRequest& request) {
 
 void Forwarder::ReturnKept() {
   std::vector<fuse_forget_one> returns = config_.kept->TakeReturns(config_.clock());
-  if (returns.empty()) return;
-  fuse_in_header header{};
-  // The kernel's uniques never set bit 62 (nor 63, the channel's own requests); one-way frames
-  // get no reply, so the number only has to be valid.
-  header.unique = (uint64_t{1} << 62) | ++returns_sent_;
-  SendForgets(header, returns);
-  WorkerStats::Add(stats_->forwarded);
+  // A reset can return every kept lookup at once (65,536 names: 1 MiB of records); frames of
+  // the size the kernel's own BATCH_FORGETs have stay far from the frame limit.
+  constexpr size_t kPerFrame = 4096;
+  for (size_t first = 0; first < returns.size(); first += kPerFrame) {
+    fuse_in_header header{};
+    // The kernel's uniques never set bit 62 (nor 63, the channel's own requests); one-way
+    // frames get no reply, so the number only has to be valid.
+    header.unique = (uint64_t{1} << 62) | ++returns_sent_;
+    SendForgets(header, {returns.data() + first, std::min(kPerFrame, returns.size() - first)});
+    WorkerStats::Add(stats_->forwarded);
+  }
 }
 
-void Forwarder::SendForgets(const fuse_in_header& like, const std::vector<fuse_forget_one>& all) {
+void Forwarder::SendForgets(const fuse_in_header& like, std::span<const fuse_forget_one> all) {
   fuse_in_header header = like;
   header.opcode = FUSE_BATCH_FORGET;
   header.nodeid = 0;
@@ -278,6 +294,7 @@ void Forwarder::SendForgets(const fuse_in_header& like, const std::vector<fuse_f
 }
 
 void Forwarder::OnAnswered(const RequestState& state, int error) {
+  if (state.builds_entry) config_.notifier->AnswerEnds(config_.clock());
   WorkerStats::Add(stats_->replies);
   stats_->CountReply(error, state.reply_origin);
   if (state.received_ns != 0) {

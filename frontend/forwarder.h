@@ -12,11 +12,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "frontend/backend_channel.h"
 #include "frontend/complete_dirs.h"
 #include "frontend/kept_entries.h"
+#include "frontend/kernel_notifier.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/xattr_cache.h"
 #include "frontend/interrupt_board.h"
@@ -90,6 +92,7 @@ class Forwarder {
     XattrAbsenceCache* xattrs = nullptr;    // null: every GETXATTR goes to the server
     CompleteDirs* dirs = nullptr;           // null: every LOOKUP goes to the server
     KeptEntries* kept = nullptr;            // null: every FORGET goes to the server (needs dirs)
+    KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
@@ -124,10 +127,10 @@ class Forwarder {
                  ReplyOrigin origin);
   // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.
   void Forget(const KernelRequest& request);
-  // Sends the lookups KeptEntries gives back to the server as one BATCH_FORGET.
+  // Sends the lookups KeptEntries gives back to the server as BATCH_FORGETs.
   void ReturnKept();
   // One BATCH_FORGET of `all` (the header's unique and ids taken from `like`).
-  void SendForgets(const fuse_in_header& like, const std::vector<fuse_forget_one>& all);
+  void SendForgets(const fuse_in_header& like, std::span<const fuse_forget_one> all);
 
   const Config config_;
   WorkerStats* const stats_;

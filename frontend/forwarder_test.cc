@@ -376,7 +376,7 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
   std::memcpy(&answered, again.body(), sizeof(answered));
   EXPECT_EQ(answered.nodeid, 50u);
   EXPECT_EQ(answered.generation, 9u);
-  EXPECT_EQ(answered.attr_valid, 1u);  // nothing changed node 50; a second at most (KeptEntries)
+  EXPECT_EQ(answered.attr_valid, 60u);  // nothing changed node 50: the rest of their lifetime
   // A change sent by this mount: its attributes are no longer known, the lookup still kept goes
   // back with the next request, and LOOKUPs of it go to the server again.
   fuse_setattr_in setattr{};

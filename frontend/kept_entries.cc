@@ -12,13 +12,6 @@ constexpr uint64_t kSweepEveryNs = 1'000'000'000;
 
 bool IsDir(const fuse_attr& attr) { return (attr.mode & S_IFMT) == S_IFDIR; }
 
-// How long the kernel may keep the attributes a kept entry answered with. A push that reaches the
-// kernel in the microseconds between this answer and the kernel taking it finds no inode to
-// invalidate and is lost; the kernel then holds those attributes this long, no longer. (The name
-// itself keeps its lifetime, as CompleteDirs' negative answers do: a directory's dentry
-// revalidated every second cost a round trip per directory on every later path walk.)
-constexpr uint64_t kAttrAnswerValidNs = 1'000'000'000;
-
 uint64_t ValidNs(const fuse_entry_out& entry) {
   return entry.entry_valid * 1'000'000'000 + entry.entry_valid_nsec;
 }
@@ -112,7 +105,9 @@ bool KeptEntries::Answer(uint64_t dir, std::string_view name, uint64_t now_ns,
   out->entry_valid_nsec = static_cast<uint32_t>(left % 1'000'000'000);
   out->attr = node.attr;
   if (attr_known) {
-    const uint64_t attr_left = std::min(node.attr_expires_ns - now_ns, kAttrAnswerValidNs);
+    // Their whole lifetime: a push that reaches the kernel before it has built the inode from
+    // this answer is written again (KernelNotifier).
+    const uint64_t attr_left = node.attr_expires_ns - now_ns;
     out->attr_valid = attr_left / 1'000'000'000;
     out->attr_valid_nsec = static_cast<uint32_t>(attr_left % 1'000'000'000);
   }  // else attr_valid 0: the kernel asks the server before it uses them

@@ -27,9 +27,9 @@
 //    itself (CompleteDirs::ChangeTicket/Quiet).
 //  - Everything is dropped, and its lookups returned, on a lost or new connection, when the
 //    notifier loses a push, at the entry lifetime, and past the bound.
-//  - An answer's attributes are valid for at most a second (kAttrAnswerValidNs): a push that
-//    reaches the kernel between the answer and the kernel taking it is lost (no inode to
-//    invalidate yet). The name keeps its lifetime (the same window as CompleteDirs' answers).
+//  - A push that reaches the kernel between an answer and the kernel building its inode finds
+//    nothing to invalidate; the notifier writes it again while answers may be landing
+//    (KernelNotifier), so answers keep their whole lifetime, name and attributes.
 // Kept lookups of an entry that is dropped are returned: TakeReturns() hands them to a worker,
 // which sends them to the server as FORGETs.
 // Thread-safe: shared by every worker of the mount and the notifier; one short lock per call.

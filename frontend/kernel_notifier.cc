@@ -6,10 +6,24 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "common/log.h"
 
 namespace ringfs::frontend {
+
+namespace {
+
+// Between the writes of a repeated notification; about 1.1 s in all. An answer handed to the
+// kernel is built into a dentry/inode as soon as the task that asked runs again: microseconds,
+// milliseconds on a loaded machine.
+constexpr absl::Duration kRepeatDelays[] = {absl::Milliseconds(1), absl::Milliseconds(10),
+                                            absl::Milliseconds(100), absl::Seconds(1)};
+// How long after an answer was handed to the kernel it may still be on its way into the cache.
+constexpr uint64_t kAnswerLandingNs = 1'000'000'000;
+constexpr size_t kMaxRepeats = 1 << 16;
+
+}  // namespace
 
 KernelNotifier::KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs,
                                XattrAbsenceCache* xattrs, CompleteDirs* dirs,
@@ -108,11 +122,20 @@ void KernelNotifier::Loop() {
     Counters done;
     for (const wire::Invalidation& inv : batch) Deliver(inv, absl::Now(), done);
     DeliverDue(absl::Now(), done);
+    RepeatDue(absl::Now(), done);
     batch.clear();
+    if (done.dropped > 0) {
+      // A repeat that could not be scheduled may leave an answer older than a change in the
+      // kernel: as for a lost push, nothing the mount knows stays trusted.
+      if (dirs_ != nullptr) dirs_->Reset();
+      if (kept_ != nullptr) kept_->Reset();
+    }
     absl::MutexLock lock(&mu_);
     counters_.written += done.written;
     counters_.not_cached += done.not_cached;
     counters_.failed += done.failed;
+    counters_.dropped += done.dropped;
+    counters_.repeated += done.repeated;
   }
 }
 
@@ -142,6 +165,7 @@ void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Coun
     ++done.written;
   } else if (err == ENOENT) {
     ++done.not_cached;
+    if (AnswerMayBeLanding(MonotonicNs()) && !Repeat(inv, now, 0)) ++done.dropped;
   } else {
     ++done.failed;
     RINGFS_LOG_DEBUG("invalidation of node %u%s%s: %s", inv.nodeid,
@@ -163,10 +187,39 @@ void KernelNotifier::DeliverDue(absl::Time now, Counters& done) {
 absl::Time KernelNotifier::NextDue() const {
   absl::Time next = absl::InfiniteFuture();
   for (const auto& [dir, when] : dir_due_) next = std::min(next, when);
+  if (!repeats_.empty()) next = std::min(next, repeats_.begin()->first);
   return next;
 }
 
+bool KernelNotifier::AnswerMayBeLanding(uint64_t now_ns) const {
+  // Read in this order: an answer that ends between the two reads is seen by the second.
+  if (answers_in_flight_.load() > 0) return true;
+  return now_ns < last_answer_end_ns_.load() + kAnswerLandingNs;
+}
+
+bool KernelNotifier::Repeat(const wire::Invalidation& inv, absl::Time now, size_t step) {
+  if (repeats_.size() >= kMaxRepeats) return false;
+  repeats_.emplace(now + kRepeatDelays[step], Repeating{inv, step});
+  return true;
+}
+
+void KernelNotifier::RepeatDue(absl::Time now, Counters& done) {
+  while (!repeats_.empty() && repeats_.begin()->first <= now) {
+    auto node = repeats_.extract(repeats_.begin());
+    Repeating& r = node.mapped();
+    ++done.repeated;
+    // Only the kernel is told again: the mount's own caches dropped what it covers at Post.
+    const int err = Write(r.inv);
+    const size_t next = r.step + 1;
+    if (err == ENOENT && next < std::size(kRepeatDelays) && AnswerMayBeLanding(MonotonicNs()) &&
+        !Repeat(r.inv, now, next)) {
+      ++done.dropped;
+    }
+  }
+}
+
 int KernelNotifier::Write(const wire::Invalidation& inv) {
+  if (writer_) return writer_(inv);
   fuse_out_header header{};
   fuse_notify_inval_inode_out inode{};
   fuse_notify_inval_entry_out entry{};

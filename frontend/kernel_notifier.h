@@ -16,12 +16,22 @@
 // "Invalidations and permission checks"). The hold lets the refresh that follows a chmod through
 // another mount land; the gap bounds how often a directory that another mount keeps creating in
 // is invalidated.
+// A notification that finds nothing in the kernel (ENOENT) is written again (after 1, 10, 100 and
+// 1000 ms, while it keeps finding nothing) if an answer that may make the kernel build a dentry
+// or inode (LOOKUP, CREATE, ...) was on its way into the kernel: accepted and not answered yet,
+// or answered less than a second ago (AnswerBegins/AnswerEnds). Why: the kernel builds them only
+// when the task that asked runs again, so a notification written in between finds nothing and
+// is lost, and the answer, which may predate the change the notification is about, then lives
+// for its whole lifetime. This matters most for the mount's own answers (KeptEntries,
+// CompleteDirs), which can be older than any reply in flight, but applies to the server's too.
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -45,7 +55,11 @@ class KernelNotifier {
     uint64_t not_cached = 0; // ENOENT: the kernel held nothing of that node or name
     uint64_t failed = 0;     // any other error (logged)
     uint64_t dropped = 0;    // queue full (the caches then age out with their timeouts)
+    uint64_t repeated = 0;   // written again because an answer was on its way into the kernel
   };
+  // Writes one notification to the kernel and returns the errno (0: taken). A seam for tests;
+  // the default writes to the fuse fd.
+  using Writer = std::function<int(const wire::Invalidation&)>;
 
   // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
   KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
@@ -62,6 +76,18 @@ class KernelNotifier {
   // Any thread; never blocks.
   void Post(std::vector<wire::Invalidation> records);
 
+  // A request whose answer may make the kernel build a dentry or inode was accepted / has been
+  // answered (its reply handed to the kernel). Any thread; lock-free. Calls must pair up; a
+  // Begins without its Ends only makes notifications repeat for nothing.
+  void AnswerBegins() { answers_in_flight_.fetch_add(1); }
+  void AnswerEnds(uint64_t now_ns) {
+    last_answer_end_ns_.store(now_ns);
+    answers_in_flight_.fetch_sub(1);
+  }
+
+  // Before Start() (tests).
+  void set_writer_for_test(Writer writer) { writer_ = std::move(writer); }
+
   // Until Release(), notifications queue instead of being written. The mount holds them while
   // it primes the root's attributes (MountSession::ProbeMount): an INVAL_INODE of the root
   // written while that GETATTR is in flight would make the kernel drop its reply.
@@ -69,7 +95,7 @@ class KernelNotifier {
   void Release();
 
   // Waits until everything posted so far has been written, held-back directory invalidations
-  // included (tests). False on timeout.
+  // included, repeats not (tests). False on timeout.
   bool WaitIdle(absl::Duration timeout);
 
   Counters counters() const;
@@ -85,6 +111,11 @@ class KernelNotifier {
   // Writes the held-back directory invalidations that are due. Loop thread only.
   void DeliverDue(absl::Time now, Counters& done);
   absl::Time NextDue() const;
+  // Whether an answer may be on its way into the kernel (see above).
+  bool AnswerMayBeLanding(uint64_t now_ns) const;
+  // Schedules step `step` of repeating `inv` (see above); false when too many wait.
+  bool Repeat(const wire::Invalidation& inv, absl::Time now, size_t step);
+  void RepeatDue(absl::Time now, Counters& done);
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
@@ -99,6 +130,14 @@ class KernelNotifier {
   // node -> no directory fallback for it before then
   absl::flat_hash_map<uint64_t, absl::Time> quiet_until_;
   absl::flat_hash_map<uint64_t, absl::Time> dir_due_;  // directory -> when to invalidate it
+  struct Repeating {
+    wire::Invalidation inv;
+    size_t step = 0;  // index into the delays, of the write at that time
+  };
+  std::multimap<absl::Time, Repeating> repeats_;  // by when to write again
+  Writer writer_;
+  std::atomic<int64_t> answers_in_flight_{0};
+  std::atomic<uint64_t> last_answer_end_ns_{0};
   mutable absl::Mutex mu_;
   std::deque<wire::Invalidation> queue_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // the thread is writing a batch

@@ -65,6 +65,8 @@ struct RequestState {
   ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer to commit
   uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
   uint64_t sent_ns = 0;      // when it went to the server
+  // Its answer may make the kernel build a dentry or inode (KernelNotifier::AnswerBegins).
+  bool builds_entry = false;
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the
   // name (the reply may land over the request's bytes).
   uint64_t keep_node = 0;  // the request's node: an ESTALE answer means it is gone

@@ -93,6 +93,8 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     KernelNotifier::Counters counters = notifier_->counters();
     snapshot.invalidations_written = counters.written;
     snapshot.invalidations_not_cached = counters.not_cached;
+    snapshot.invalidations_repeated = counters.repeated;
+    snapshot.invalidations_lost = counters.dropped;
   }
   if (complete_dirs_) {
     snapshot.complete_dirs = complete_dirs_->dirs();

@@ -135,7 +135,8 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
                                        .interrupts = backend_config_.interrupts,
                                        .xattrs = backend_config_.xattrs,
                                        .dirs = backend_config_.dirs,
-                                       .kept = backend_config_.kept},
+                                       .kept = backend_config_.kept,
+                                       .notifier = backend_config_.notifier},
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {

@@ -89,9 +89,12 @@ struct StatsSnapshot {
   uint64_t held_nodes = 0;
   uint64_t held_open_files = 0;
   // Cache invalidations the server pushed (frontend/kernel_notifier.h): written into the
-  // kernel, or for nothing the kernel still cached.
+  // kernel, or for nothing the kernel still cached; written again because an answer was on its
+  // way into the kernel; lost (queue full).
   uint64_t invalidations_written = 0;
   uint64_t invalidations_not_cached = 0;
+  uint64_t invalidations_repeated = 0;
+  uint64_t invalidations_lost = 0;
   // Directories known complete (frontend/complete_dirs.h), and changes sent and not yet answered
   // by the server (while any is, no reply's word is trusted: CompleteDirs::BeginChange).
   uint64_t complete_dirs = 0;
