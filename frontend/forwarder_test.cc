@@ -129,7 +129,8 @@ fuse_read_in ReadIn(uint32_t size, uint32_t flags = 0) {
 class Harness {
  protected:
   Harness()
-      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_, &kept_},
+      : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_, &kept_,
+                                     &notifier_},
                    &stats_, &channel_) {}
 
   // Decodes and accepts; the view and state are left in request_ and state_.
@@ -170,6 +171,8 @@ class Harness {
   DirAttrCache dir_attrs_;
   CompleteDirs dirs_{60'000'000'000};
   KeptEntries kept_;
+  // Not started: only its count of answers on their way into the kernel is looked at.
+  KernelNotifier notifier_{UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), nullptr, nullptr};
   InterruptBoard interrupts_;
   WorkerStats stats_;
   RecordingChannel channel_;
@@ -391,6 +394,68 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
   EXPECT_EQ(sent[0].nodeid, 50u);
   EXPECT_EQ(sent[0].nlookup, 2u);  // three kept, one handed back to the kernel
   EXPECT_EQ(kept_.kept(), 0u);
+}
+
+// A reset hands back every kept lookup at once; they go to the server in frames of at most 4,096
+// records, far below the frame limit, and none is lost.
+TEST_F(ForwarderEdgeTest, ManyKeptLookupsGoBackInSeveralFrames) {
+  constexpr uint64_t kNodes = 9000;
+  for (uint64_t i = 0; i < kNodes; ++i) {
+    fuse_entry_out entry{};
+    entry.nodeid = 1000 + i;
+    entry.entry_valid = 60;
+    entry.attr_valid = 60;
+    entry.attr.mode = S_IFREG | 0644;
+    kept_.Record(7, "f" + std::to_string(i), entry, kept_.Ticket(), true, fake_now_ns);
+    ASSERT_TRUE(kept_.Keep(entry.nodeid, 2, fake_now_ns));
+  }
+  kept_.Reset();  // a lost connection, say
+  fuse_getattr_in getattr{};
+  Delivery asking = Make(Transport::kClassic, FUSE_GETATTR, getattr, {}, 8);
+  ASSERT_EQ(Accept(asking).kind, Verdict::Kind::kForward);
+  ASSERT_EQ(channel_.one_way.size(), 3u);  // 4,096 + 4,096 + 808
+  uint64_t lookups = 0;
+  for (const std::string& frame : channel_.one_way) {
+    fuse_in_header h;
+    fuse_batch_forget_in in;
+    std::memcpy(&h, frame.data(), sizeof(h));
+    std::memcpy(&in, frame.data() + sizeof(h), sizeof(in));
+    EXPECT_EQ(h.opcode, static_cast<uint32_t>(FUSE_BATCH_FORGET));
+    EXPECT_LE(in.count, 4096u);
+    ASSERT_EQ(frame.size(), sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one));
+    EXPECT_EQ(h.len, frame.size());
+    for (uint32_t i = 0; i < in.count; ++i) {
+      fuse_forget_one one;
+      std::memcpy(&one, frame.data() + sizeof(h) + sizeof(in) + i * sizeof(one), sizeof(one));
+      lookups += one.nlookup;
+    }
+  }
+  EXPECT_EQ(lookups, 2 * kNodes);
+  EXPECT_NE(channel_.one_way[0].substr(0, 16), channel_.one_way[1].substr(0, 16));  // uniques
+  EXPECT_EQ(kept_.kept(), 0u);
+}
+
+// Requests whose answers the kernel builds dentries or inodes from are counted from Accept to
+// OnAnswered, whether the server or the mount answers them (KernelNotifier repeats pushes that
+// find nothing meanwhile); others are not.
+TEST_F(ForwarderEdgeTest, AnswersThatBuildEntriesAreCountedUntilAnswered) {
+  Delivery looking(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("f\0", 2), 7);
+  ASSERT_EQ(Accept(looking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(notifier_.answers_in_flight(), 1);
+  forwarder_.OnAnswered(state_, 0);
+  EXPECT_EQ(notifier_.answers_in_flight(), 0);
+  dirs_.RecordCreated(9, dirs_.Ticket(), fake_now_ns);
+  Delivery absent(Transport::kClassic, FUSE_LOOKUP, nullptr, 0, std::string("g\0", 2), 9);
+  ASSERT_EQ(Accept(absent).kind, Verdict::Kind::kAnswer);  // answered here
+  EXPECT_EQ(notifier_.answers_in_flight(), 1);
+  forwarder_.OnAnswered(state_, 0);
+  EXPECT_EQ(notifier_.answers_in_flight(), 0);
+  fuse_getattr_in getattr{};
+  Delivery asking = Make(Transport::kClassic, FUSE_GETATTR, getattr, {}, 8);
+  ASSERT_EQ(Accept(asking).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(notifier_.answers_in_flight(), 0);
+  forwarder_.OnAnswered(state_, 0);
+  EXPECT_EQ(notifier_.answers_in_flight(), 0);
 }
 
 // The export changed behind the server's back: an ESTALE answer about a kept node, or a negative

@@ -85,6 +85,8 @@ class KernelNotifier {
     answers_in_flight_.fetch_sub(1);
   }
 
+  int64_t answers_in_flight() const { return answers_in_flight_.load(); }  // tests
+
   // Before Start() (tests).
   void set_writer_for_test(Writer writer) { writer_ = std::move(writer); }
 
