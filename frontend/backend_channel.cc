@@ -864,6 +864,7 @@ void BackendChannel::OnTick() {
                       config_.request_timeout.count() / 1e3);
     }
   }
+  sink_->OnTick();
 }
 
 bool BackendChannel::Busy(uint32_t slot) const {

@@ -131,6 +131,8 @@ class ReplySink {
   // The slot's buffers are the worker's again.
   virtual void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                        ReplyOrigin origin) = 0;
+  // The channel's tick (every kTickInterval, also while no request comes): the sink may submit.
+  virtual void OnTick() {}
 };
 
 class BackendChannel {

@@ -44,6 +44,9 @@ class DevFuseWorker : public ReplySink {
 
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                ReplyOrigin origin) override;
+  void OnTick() override {
+    if (forwarder_) forwarder_->OnTick();
+  }
 
  private:
   absl::Status Setup();

@@ -263,6 +263,10 @@ void Forwarder::Forget(const KernelRequest& request) {
   WorkerStats::Add(stats_->forwarded);
 }
 
+void Forwarder::OnTick() {
+  if (config_.kept != nullptr && config_.kept->HasReturns(config_.clock())) ReturnKept();
+}
+
 void Forwarder::ReturnKept() {
   std::vector<fuse_forget_one> returns = config_.kept->TakeReturns(config_.clock());
   // A reset can return every kept lookup at once (65,536 names: 1 MiB of records); frames of

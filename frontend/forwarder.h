@@ -119,6 +119,10 @@ class Forwarder {
   // The transport gave an answer with `error` (the header's, ≤ 0) to the kernel.
   void OnAnswered(const RequestState& state, int error);
 
+  // The channel's tick (ReplySink::OnTick): lookups of kept entries that ended go back to the
+  // server also while the kernel sends nothing.
+  void OnTick();
+
   // Requests forwarded and not yet answered by the channel.
   uint32_t inflight() const { return inflight_; }
 

@@ -435,6 +435,27 @@ TEST_F(ForwarderEdgeTest, ManyKeptLookupsGoBackInSeveralFrames) {
   EXPECT_EQ(kept_.kept(), 0u);
 }
 
+// An idle mount: the channel's tick hands back what ended, with no request from the kernel.
+TEST_F(ForwarderEdgeTest, KeptLookupsGoBackOnTheTickWhileNothingComes) {
+  fuse_entry_out entry{};
+  entry.nodeid = 80;
+  entry.entry_valid = 60;
+  entry.attr_valid = 60;
+  entry.attr.mode = S_IFREG | 0644;
+  kept_.Record(7, "idle", entry, kept_.Ticket(), true, fake_now_ns);
+  ASSERT_TRUE(kept_.Keep(80, 1, fake_now_ns));
+  forwarder_.OnTick();
+  EXPECT_TRUE(channel_.one_way.empty());  // still valid: kept
+  const uint64_t saved = fake_now_ns;
+  fake_now_ns += 61'000'000'000;  // past the entry's lifetime
+  forwarder_.OnTick();
+  fake_now_ns = saved;
+  ASSERT_EQ(channel_.one_way.size(), 1u);
+  EXPECT_EQ(kept_.kept(), 0u);
+  forwarder_.OnTick();
+  EXPECT_EQ(channel_.one_way.size(), 1u);  // nothing more
+}
+
 // Requests whose answers the kernel builds dentries or inodes from are counted from Accept to
 // OnAnswered, whether the server or the mount answers them (KernelNotifier repeats pushes that
 // find nothing meanwhile); others are not.

@@ -31,7 +31,7 @@
 //    nothing to invalidate; the notifier writes it again while answers may be landing
 //    (KernelNotifier), so answers keep their whole lifetime, name and attributes.
 // Kept lookups of an entry that is dropped are returned: TakeReturns() hands them to a worker,
-// which sends them to the server as FORGETs.
+// which sends them to the server as FORGETs (on its next request or its channel's tick).
 // Thread-safe: shared by every worker of the mount and the notifier; one short lock per call.
 #pragma once
 
