@@ -125,6 +125,26 @@ fuse_read_in ReadIn(uint32_t size, uint32_t flags = 0) {
   return in;
 }
 
+// The records of a BATCH_FORGET frame the forwarder sent, after checking its framing.
+std::vector<fuse_forget_one> ReadBatch(const std::string& frame) {
+  std::vector<fuse_forget_one> out;
+  fuse_in_header h;
+  fuse_batch_forget_in in;
+  std::memcpy(&h, frame.data(), sizeof(h));
+  std::memcpy(&in, frame.data() + sizeof(h), sizeof(in));
+  EXPECT_EQ(h.opcode, static_cast<uint32_t>(FUSE_BATCH_FORGET));
+  EXPECT_NE(h.unique, 0u);
+  EXPECT_EQ(h.len, sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one));
+  EXPECT_EQ(frame.size(), h.len);
+  if (frame.size() != sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one)) return out;
+  for (uint32_t i = 0; i < in.count; ++i) {
+    fuse_forget_one one;
+    std::memcpy(&one, frame.data() + sizeof(h) + sizeof(in) + i * sizeof(one), sizeof(one));
+    out.push_back(one);
+  }
+  return out;
+}
+
 // A forwarder with a dir-attr cache, an interrupt board and a recording channel.
 class Harness {
  protected:
@@ -349,24 +369,7 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
                        std::string_view(reinterpret_cast<const char*>(ones), sizeof(ones)), 0);
   EXPECT_EQ(Accept(many).kind, Verdict::Kind::kNone);
   ASSERT_EQ(channel_.one_way.size(), 1u);  // node 60 only
-  auto read_batch = [](const std::string& frame) {
-    std::vector<fuse_forget_one> out;
-    fuse_in_header h;
-    fuse_batch_forget_in in;
-    std::memcpy(&h, frame.data(), sizeof(h));
-    std::memcpy(&in, frame.data() + sizeof(h), sizeof(in));
-    EXPECT_EQ(h.opcode, static_cast<uint32_t>(FUSE_BATCH_FORGET));
-    EXPECT_NE(h.unique, 0u);
-    EXPECT_EQ(h.len, sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one));
-    EXPECT_EQ(frame.size(), h.len);
-    for (uint32_t i = 0; i < in.count; ++i) {
-      fuse_forget_one one;
-      std::memcpy(&one, frame.data() + sizeof(h) + sizeof(in) + i * sizeof(one), sizeof(one));
-      out.push_back(one);
-    }
-    return out;
-  };
-  std::vector<fuse_forget_one> sent = read_batch(channel_.one_way[0]);
+  std::vector<fuse_forget_one> sent = ReadBatch(channel_.one_way[0]);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].nodeid, 60u);
   EXPECT_EQ(kept_.kept(), 3u);
@@ -389,7 +392,7 @@ TEST_F(ForwarderEdgeTest, ForgottenNodesWithARecordedNameAreKeptAndAnswered) {
   EXPECT_EQ(Accept(after).kind, Verdict::Kind::kForward);
 
   ASSERT_EQ(channel_.one_way.size(), 2u);
-  sent = read_batch(channel_.one_way[1]);
+  sent = ReadBatch(channel_.one_way[1]);
   ASSERT_EQ(sent.size(), 1u);
   EXPECT_EQ(sent[0].nodeid, 50u);
   EXPECT_EQ(sent[0].nlookup, 2u);  // three kept, one handed back to the kernel
@@ -416,19 +419,9 @@ TEST_F(ForwarderEdgeTest, ManyKeptLookupsGoBackInSeveralFrames) {
   ASSERT_EQ(channel_.one_way.size(), 3u);  // 4,096 + 4,096 + 808
   uint64_t lookups = 0;
   for (const std::string& frame : channel_.one_way) {
-    fuse_in_header h;
-    fuse_batch_forget_in in;
-    std::memcpy(&h, frame.data(), sizeof(h));
-    std::memcpy(&in, frame.data() + sizeof(h), sizeof(in));
-    EXPECT_EQ(h.opcode, static_cast<uint32_t>(FUSE_BATCH_FORGET));
-    EXPECT_LE(in.count, 4096u);
-    ASSERT_EQ(frame.size(), sizeof(h) + sizeof(in) + in.count * sizeof(fuse_forget_one));
-    EXPECT_EQ(h.len, frame.size());
-    for (uint32_t i = 0; i < in.count; ++i) {
-      fuse_forget_one one;
-      std::memcpy(&one, frame.data() + sizeof(h) + sizeof(in) + i * sizeof(one), sizeof(one));
-      lookups += one.nlookup;
-    }
+    std::vector<fuse_forget_one> records = ReadBatch(frame);
+    EXPECT_LE(records.size(), 4096u);
+    for (const fuse_forget_one& one : records) lookups += one.nlookup;
   }
   EXPECT_EQ(lookups, 2 * kNodes);
   EXPECT_NE(channel_.one_way[0].substr(0, 16), channel_.one_way[1].substr(0, 16));  // uniques
