@@ -152,12 +152,12 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "Invalidations from the server for nodes or names the kernel no longer cached",
          MetricType::Counter, snapshot.invalidations_not_cached},
         {"ringfs_frontend_invalidations_repeated_total",
-         "Invalidations written into the kernel again because it may have been building a cached "
-         "entry from an answer older than the change (up to four times each)",
+         "Invalidations written into the kernel again because it may have been building an inode "
+         "from an answer older than the change (up to four times each)",
          MetricType::Counter, snapshot.invalidations_repeated},
         {"ringfs_frontend_invalidations_lost_total",
-         "Invalidations the mount could not deliver (its queue was full); the mount then stops "
-         "trusting what it knows, and the kernel's caches age out with their timeouts",
+         "Invalidations the mount could not deliver (its queue was full) or repeat (too many "
+         "waiting); the kernel's caches then age out with their timeouts",
          MetricType::Counter, snapshot.invalidations_lost},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "

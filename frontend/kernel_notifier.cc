@@ -122,14 +122,8 @@ void KernelNotifier::Loop() {
     Counters done;
     for (const wire::Invalidation& inv : batch) Deliver(inv, absl::Now(), done);
     DeliverDue(absl::Now(), done);
-    RepeatDue(absl::Now(), done);
+    RepeatDue(done);
     batch.clear();
-    if (done.dropped > 0) {
-      // A repeat that could not be scheduled may leave an answer older than a change in the
-      // kernel: as for a lost push, nothing the mount knows stays trusted.
-      if (dirs_ != nullptr) dirs_->Reset();
-      if (kept_ != nullptr) kept_->Reset();
-    }
     absl::MutexLock lock(&mu_);
     counters_.written += done.written;
     counters_.not_cached += done.not_cached;
@@ -151,6 +145,7 @@ void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Coun
   if (inv.kind == wire::InvalidationKind::kInode) {
     // Also covers a change of the directory's names that was waiting for it.
     const bool fallback = dir_due_.erase(inv.nodeid) > 0 && directory_fallback;
+    if (err == 0) DropRepeat(inv.nodeid);  // landed: nothing to repeat for the node
     if (quiet_until_.size() >= 4096) {
       absl::erase_if(quiet_until_, [&](const auto& kv) { return kv.second <= now; });
     }
@@ -165,7 +160,10 @@ void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Coun
     ++done.written;
   } else if (err == ENOENT) {
     ++done.not_cached;
-    if (AnswerMayBeLanding(MonotonicNs()) && !Repeat(inv, now, 0)) ++done.dropped;
+    if (inv.kind == wire::InvalidationKind::kInode && AnswerMayBeLanding(MonotonicNs()) &&
+        !Repeat(inv, now)) {
+      ++done.dropped;
+    }
   } else {
     ++done.failed;
     RINGFS_LOG_DEBUG("invalidation of node %u%s%s: %s", inv.nodeid,
@@ -187,7 +185,7 @@ void KernelNotifier::DeliverDue(absl::Time now, Counters& done) {
 absl::Time KernelNotifier::NextDue() const {
   absl::Time next = absl::InfiniteFuture();
   for (const auto& [dir, when] : dir_due_) next = std::min(next, when);
-  if (!repeats_.empty()) next = std::min(next, repeats_.begin()->first);
+  if (!repeat_due_.empty()) next = std::min(next, repeat_due_.begin()->first);
   return next;
 }
 
@@ -197,24 +195,60 @@ bool KernelNotifier::AnswerMayBeLanding(uint64_t now_ns) const {
   return now_ns < last_answer_end_ns_.load() + kAnswerLandingNs;
 }
 
-bool KernelNotifier::Repeat(const wire::Invalidation& inv, absl::Time now, size_t step) {
-  if (repeats_.size() >= kMaxRepeats) return false;
-  repeats_.emplace(now + kRepeatDelays[step], Repeating{inv, step});
+bool KernelNotifier::Repeat(const wire::Invalidation& inv, absl::Time now) {
+  auto it = repeats_.find(inv.nodeid);
+  if (it == repeats_.end()) {
+    if (repeats_.size() >= kMaxRepeats) return false;
+    it = repeats_.emplace(inv.nodeid, Repeating{inv.offset, inv.length, 0, {}}).first;
+  } else {
+    Repeating& r = it->second;
+    repeat_due_.erase(r.due);
+    r.step = 0;
+    if (inv.offset >= 0 && r.offset < 0) {
+      r.offset = inv.offset;
+      r.length = inv.length;
+    } else if (inv.offset >= 0) {
+      // Both ranges, and what lies between (length 0: to the end of the file).
+      const bool to_end = r.length == 0 || inv.length == 0;
+      const int64_t end = to_end ? 0 : std::max(r.offset + r.length, inv.offset + inv.length);
+      r.offset = std::min(r.offset, inv.offset);
+      r.length = to_end ? 0 : end - r.offset;
+    }
+  }
+  it->second.due = repeat_due_.emplace(now + kRepeatDelays[0], inv.nodeid);
   return true;
 }
 
-void KernelNotifier::RepeatDue(absl::Time now, Counters& done) {
-  while (!repeats_.empty() && repeats_.begin()->first <= now) {
-    auto node = repeats_.extract(repeats_.begin());
-    Repeating& r = node.mapped();
+void KernelNotifier::DropRepeat(uint64_t nodeid) {
+  auto it = repeats_.find(nodeid);
+  if (it == repeats_.end()) return;
+  repeat_due_.erase(it->second.due);
+  repeats_.erase(it);
+}
+
+void KernelNotifier::RepeatDue(Counters& done) {
+  while (!repeat_due_.empty() && repeat_due_.begin()->first <= absl::Now()) {
+    const uint64_t node = repeat_due_.begin()->second;
+    repeat_due_.erase(repeat_due_.begin());
+    auto it = repeats_.find(node);
+    Repeating& r = it->second;
     ++done.repeated;
     // Only the kernel is told again: the mount's own caches dropped what it covers at Post.
-    const int err = Write(r.inv);
+    const int err = Write({wire::InvalidationKind::kInode, node, r.offset, r.length, {}});
+    const absl::Time now = absl::Now();
     const size_t next = r.step + 1;
-    if (err == ENOENT && next < std::size(kRepeatDelays) && AnswerMayBeLanding(MonotonicNs()) &&
-        !Repeat(r.inv, now, next)) {
-      ++done.dropped;
+    if (err == ENOENT && next < std::size(kRepeatDelays) && AnswerMayBeLanding(MonotonicNs())) {
+      r.step = next;
+      r.due = repeat_due_.emplace(now + kRepeatDelays[next], node);
+      continue;
     }
+    if (err == 0) {
+      // It voided the GETATTRs in flight for the node, as one from the server does: no
+      // directory fallback right after it (see the header).
+      absl::Time& quiet = quiet_until_[node];
+      quiet = std::max(quiet, now + dir_hold_);
+    }
+    repeats_.erase(it);
   }
 }
 

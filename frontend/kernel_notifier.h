@@ -16,14 +16,20 @@
 // "Invalidations and permission checks"). The hold lets the refresh that follows a chmod through
 // another mount land; the gap bounds how often a directory that another mount keeps creating in
 // is invalidated.
-// A notification that finds nothing in the kernel (ENOENT) is written again (after 1, 10, 100 and
-// 1000 ms, while it keeps finding nothing) if an answer that may make the kernel build a dentry
-// or inode (LOOKUP, CREATE, ...) was on its way into the kernel: accepted and not answered yet,
-// or answered less than a second ago (AnswerBegins/AnswerEnds). Why: the kernel builds them only
-// when the task that asked runs again, so a notification written in between finds nothing and
-// is lost, and the answer, which may predate the change the notification is about, then lives
-// for its whole lifetime. This matters most for the mount's own answers (KeptEntries,
-// CompleteDirs), which can be older than any reply in flight, but applies to the server's too.
+// An INVAL_INODE that finds nothing in the kernel (ENOENT) is written again (after 1, 10, 100 and
+// 1000 ms, while it keeps finding nothing) if an answer that may make the kernel build an inode
+// (LOOKUP, CREATE, ...) was on its way into the kernel: accepted and not answered yet, or
+// answered less than a second ago (AnswerBegins/AnswerEnds). Why: the kernel builds a new inode
+// from such an answer only when the task that asked runs again, with no check of what was
+// invalidated meanwhile (it has one for inodes it already holds: attr_version), so a
+// notification written in between is lost and the answer's attributes, which may predate the
+// change, then live for their whole lifetime. This matters most for the mount's own answers
+// (KeptEntries), which can be older than any reply in flight, but applies to the server's too.
+// INVAL_ENTRY is not repeated: the kernel holds the directory's lock from sending a LOOKUP (or
+// create) until the dentry is built, and INVAL_ENTRY takes that lock, so it waits and then finds
+// the dentry. Repeats of one node are merged (one pending at a time, its data range widened); a
+// repeat that lands counts like an attribute invalidation from the server for the directory
+// fallback's hold.
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
@@ -54,7 +60,8 @@ class KernelNotifier {
     uint64_t written = 0;    // notifications the kernel took
     uint64_t not_cached = 0; // ENOENT: the kernel held nothing of that node or name
     uint64_t failed = 0;     // any other error (logged)
-    uint64_t dropped = 0;    // queue full (the caches then age out with their timeouts)
+    uint64_t dropped = 0;    // queue full, or too many repeats pending (the caches then age out
+                             // with their timeouts)
     uint64_t repeated = 0;   // written again because an answer was on its way into the kernel
   };
   // Writes one notification to the kernel and returns the errno (0: taken). A seam for tests;
@@ -81,7 +88,9 @@ class KernelNotifier {
   // Begins without its Ends only makes notifications repeat for nothing.
   void AnswerBegins() { answers_in_flight_.fetch_add(1); }
   void AnswerEnds(uint64_t now_ns) {
-    last_answer_end_ns_.store(now_ns);
+    uint64_t seen = last_answer_end_ns_.load();
+    while (seen < now_ns && !last_answer_end_ns_.compare_exchange_weak(seen, now_ns)) {
+    }
     answers_in_flight_.fetch_sub(1);
   }
 
@@ -115,9 +124,11 @@ class KernelNotifier {
   absl::Time NextDue() const;
   // Whether an answer may be on its way into the kernel (see above).
   bool AnswerMayBeLanding(uint64_t now_ns) const;
-  // Schedules step `step` of repeating `inv` (see above); false when too many wait.
-  bool Repeat(const wire::Invalidation& inv, absl::Time now, size_t step);
-  void RepeatDue(absl::Time now, Counters& done);
+  // Schedules the first repeat of INVAL_INODE `inv` (merged with one pending for its node);
+  // false when too many nodes wait.
+  bool Repeat(const wire::Invalidation& inv, absl::Time now);
+  void DropRepeat(uint64_t nodeid);
+  void RepeatDue(Counters& done);
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
@@ -133,10 +144,13 @@ class KernelNotifier {
   absl::flat_hash_map<uint64_t, absl::Time> quiet_until_;
   absl::flat_hash_map<uint64_t, absl::Time> dir_due_;  // directory -> when to invalidate it
   struct Repeating {
-    wire::Invalidation inv;
-    size_t step = 0;  // index into the delays, of the write at that time
+    int64_t offset = -1;  // the data range to invalidate too, widened by merges (-1: none)
+    int64_t length = 0;
+    size_t step = 0;  // index into the delays, of the write due at `due`
+    std::multimap<absl::Time, uint64_t>::iterator due;
   };
-  std::multimap<absl::Time, Repeating> repeats_;  // by when to write again
+  absl::flat_hash_map<uint64_t, Repeating> repeats_;  // node -> its pending repeat
+  std::multimap<absl::Time, uint64_t> repeat_due_;    // when -> node
   Writer writer_;
   std::atomic<int64_t> answers_in_flight_{0};
   std::atomic<uint64_t> last_answer_end_ns_{0};

@@ -77,11 +77,14 @@ TEST_F(NotifierRepeatTest, NothingIsRepeatedWhenNoAnswerWasOnItsWay) {
 TEST_F(NotifierRepeatTest, AMissIsRepeatedWhileAnAnswerIsInFlightUntilItLands) {
   FakeKernel kernel(/*misses=*/2);  // each notification's first write and first repeat miss
   Start(&kernel);
-  notifier_.AnswerBegins();  // a LOOKUP the kernel will build a dentry and an inode from
-  notifier_.Post({name_});
-  Settle(kernel, 6);
-  EXPECT_EQ(kernel.writes_of(name_), 3u);  // landed at the second repeat: no more
-  EXPECT_EQ(kernel.writes_of(dir_), 3u);   // the fallback likewise
+  notifier_.AnswerBegins();  // a LOOKUP the kernel will build an inode from
+  notifier_.Post({attrs_, name_});
+  Settle(kernel, 7);
+  EXPECT_EQ(kernel.writes_of(attrs_), 3u);  // landed at the second repeat: no more
+  EXPECT_EQ(kernel.writes_of(dir_), 3u);    // the directory fallback likewise
+  // Never a name: the kernel builds a dentry under the directory's lock, which INVAL_ENTRY
+  // waits for, so a miss there means there was nothing to build.
+  EXPECT_EQ(kernel.writes_of(name_), 1u);
   EXPECT_EQ(notifier_.counters().repeated, 4u);
   notifier_.AnswerEnds(MonotonicNs());
 }
@@ -97,6 +100,20 @@ TEST_F(NotifierRepeatTest, AMissRightAfterAnAnswerIsRepeatedFourTimesAtMost) {
   EXPECT_EQ(kernel.writes_of(attrs_), 5u);
   EXPECT_EQ(notifier_.counters().not_cached, 1u);  // repeats are counted on their own
   EXPECT_EQ(notifier_.counters().repeated, 4u);
+}
+
+TEST_F(NotifierRepeatTest, RepeatsOfOneNodeAreMergedAndWidened) {
+  FakeKernel kernel(/*misses=*/100);
+  Start(&kernel);
+  notifier_.AnswerBegins();
+  const wire::Invalidation head{wire::InvalidationKind::kInode, 10, 0, 4096, {}};
+  const wire::Invalidation tail{wire::InvalidationKind::kInode, 10, 8192, 4096, {}};
+  notifier_.Post({attrs_, head, tail});  // three pushes about node 10, all missing
+  Settle(kernel, 7);
+  const wire::Invalidation both{wire::InvalidationKind::kInode, 10, 0, 12288, {}};
+  EXPECT_EQ(kernel.writes_of(both), 4u);  // one chain, covering both ranges
+  EXPECT_EQ(notifier_.counters().repeated, 4u);
+  notifier_.AnswerEnds(MonotonicNs());
 }
 
 TEST_F(NotifierRepeatTest, ALandedNotificationIsNotRepeated) {

@@ -54,7 +54,8 @@ class RingWorker : public ReplySink {
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
                ReplyOrigin origin) override;
   void OnTick() override {
-    if (forwarder_) forwarder_->OnTick();
+    // Not while retiring: a worker on its way out may exit before its channel sent them.
+    if (forwarder_ && active_ && !stopping_) forwarder_->OnTick();
   }
 
  private:
