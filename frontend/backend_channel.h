@@ -163,6 +163,11 @@ class BackendChannel {
   void Deliver();
 
   bool connected() const { return state_ == State::kUp; }
+  // Nothing waits to be sent, one-way frames (FORGETs) included: a worker on its way out must
+  // not drop them with the channel.
+  bool send_idle() const {
+    return send_queue_.empty() && held_one_way_.empty() && !send_outstanding_;
+  }
   // Requests submitted and not yet delivered.
   size_t inflight() const { return live_; }
   uint64_t reconnects() const { return reconnects_; }

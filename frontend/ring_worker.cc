@@ -623,7 +623,7 @@ void RingWorker::CommitAnswer(RingEntry* entry, const fuse_out_header& header,
 
 bool RingWorker::MayExit() const {
   return held_ == 0 && forwarder_->inflight() == 0 && limiter_.queued() == 0 && ready_.empty() &&
-         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0;
+         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0 && backend_->send_idle();
 }
 
 // A retired worker's thread may end only when nothing can land on its ring any more: a MSG_RING
