@@ -269,8 +269,8 @@ void Forwarder::OnTick() {
 
 void Forwarder::ReturnKept() {
   std::vector<fuse_forget_one> returns = config_.kept->TakeReturns(config_.clock());
-  // A reset can return every kept lookup at once (65,536 names: 1 MiB of records); frames of
-  // the size the kernel's own BATCH_FORGETs have stay far from the frame limit.
+  // A reset can return every kept lookup at once (65,536 names: 1 MiB of records, just under
+  // the frame limit); frames of 4,096 records (64 KiB) stay far from it.
   constexpr size_t kPerFrame = 4096;
   for (size_t first = 0; first < returns.size(); first += kPerFrame) {
     fuse_in_header header{};
