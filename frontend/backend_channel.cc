@@ -554,6 +554,11 @@ void BackendChannel::Install(ServerSession session) {
       if (config_.kept != nullptr) config_.kept->Reset();
     }
   }
+  if (config_.notifier != nullptr && session.invalidations && ever_connected_) {
+    // What the server sent on the old connection, or queued beyond its bound meanwhile, or knew
+    // before a restart, is lost: the kernel forgets what it cached before.
+    config_.notifier->ResetKernelCaches();
+  }
   server_max_inflight_ = session.max_inflight;
   state_ = State::kUp;
   if (ever_connected_ && session.instance_id != server_instance_ && config_.binding == nullptr) {

@@ -46,6 +46,11 @@ void DirAttrCache::Drop(uint64_t nodeid) {
   entries_.erase(nodeid);
 }
 
+void DirAttrCache::Reset() {
+  absl::MutexLock lock(&mu_);
+  entries_.clear();
+}
+
 size_t DirAttrCache::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

@@ -37,6 +37,8 @@ class DirAttrCache {
 
   // The directory was changed by a request without post-op attributes (SETATTR, xattrs).
   void Drop(uint64_t nodeid);
+  // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget everything.
+  void Reset();
 
   size_t size() const;
 

@@ -13,7 +13,11 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
@@ -182,6 +186,32 @@ absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint) {
   }
   if (!any) return absl::NotFoundError(absl::StrFormat("%s is not a mountpoint", mountpoint));
   return found;
+}
+
+absl::StatusOr<size_t> MountsInside(dev_t device) {
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return absl::UnavailableError("cannot read /proc/self/mountinfo");
+  std::vector<std::pair<std::string, std::string>> parents;  // (mount id, parent id)
+  absl::flat_hash_set<std::string> ours;
+  std::string line;
+  while (std::getline(in, line)) {
+    // id parent major:minor ...
+    std::istringstream fields(line);
+    std::string id, parent, numbers;
+    fields >> id >> parent >> numbers;
+    unsigned major_number = 0, minor_number = 0;
+    if (sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) == 2 &&
+        makedev(major_number, minor_number) == device) {
+      ours.insert(id);
+    }
+    parents.emplace_back(std::move(id), std::move(parent));
+  }
+  size_t inside = 0;
+  for (const auto& [id, parent] : parents) {
+    // A ringfs mount bound inside itself counts too: its mountpoint is one of our dentries.
+    if (id != parent && ours.contains(parent)) ++inside;
+  }
+  return inside;
 }
 
 bool UringModuleParameterEnabled() {

@@ -43,6 +43,10 @@ absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device);
 
 bool UringModuleParameterEnabled();
 
+// How many mounts sit on directories of file system `device` (a MountedDevice() result), in
+// this process's mount namespace: mounts whose parent mount is one of that file system's.
+absl::StatusOr<size_t> MountsInside(dev_t device);
+
 // The device number of the file system mounted at `mountpoint`, read from /proc/self/mountinfo
 // (stat() on a FUSE mount would ask the daemon, which may be the caller).
 absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint);

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <linux/fuse.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <utility>
 
 #include "common/log.h"
 
@@ -22,6 +24,8 @@ constexpr absl::Duration kRepeatDelays[] = {absl::Milliseconds(1), absl::Millise
 // How long after an answer was handed to the kernel it may still be on its way into the cache.
 constexpr uint64_t kAnswerLandingNs = 1'000'000'000;
 constexpr size_t kMaxRepeats = 1 << 16;
+// FUSE_NOTIFY_INC_EPOCH (protocol 7.44), spelled out: older <linux/fuse.h> lack it.
+constexpr int32_t kNotifyIncEpoch = 8;
 
 }  // namespace
 
@@ -86,7 +90,7 @@ void KernelNotifier::Release() {
 bool KernelNotifier::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queue_.empty() && !busy_ && held_back_ == 0;
+    return queue_.empty() && !busy_ && held_back_ == 0 && !reset_wanted_;
   };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
@@ -98,6 +102,7 @@ KernelNotifier::Counters KernelNotifier::counters() const {
 
 void KernelNotifier::Loop() {
   std::vector<wire::Invalidation> batch;
+  bool reset = false;
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -106,20 +111,25 @@ void KernelNotifier::Loop() {
       const absl::Time due = NextDue();
       const bool waiting = due != absl::InfiniteFuture();
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!held_ && !queue_.empty());
+        return stop_ || (!held_ && (!queue_.empty() || reset_wanted_));
       };
       auto can_write = [this, waiting]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stop_ || (!held_ && (!queue_.empty() || waiting));
+        return stop_ || (!held_ && (!queue_.empty() || reset_wanted_ || waiting));
       };
       mu_.Await(absl::Condition(&can_write));
-      if (!stop_ && queue_.empty()) mu_.AwaitWithDeadline(absl::Condition(&ready), due);
+      if (!stop_ && queue_.empty() && !reset_wanted_) {
+        mu_.AwaitWithDeadline(absl::Condition(&ready), due);
+      }
       if (stop_) return;
       if (held_) continue;
       batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
       queue_.clear();
+      reset = std::exchange(reset_wanted_, false);
       busy_ = true;
     }
     Counters done;
+    // First: records queued with it came after the reset was asked for, and may be newer.
+    if (reset) ResetNow(done);
     for (const wire::Invalidation& inv : batch) Deliver(inv, absl::Now(), done);
     DeliverDue(absl::Now(), done);
     RepeatDue(done);
@@ -130,7 +140,67 @@ void KernelNotifier::Loop() {
     counters_.failed += done.failed;
     counters_.dropped += done.dropped;
     counters_.repeated += done.repeated;
+    counters_.resets += done.resets;
+    counters_.names_kept += done.names_kept;
   }
+}
+
+void KernelNotifier::ResetKernelCaches() {
+  // The mount's own copies at once: the next GETATTR or GETXATTR may come before the loop runs.
+  if (dir_attrs_ != nullptr) dir_attrs_->Reset();
+  if (xattrs_ != nullptr) xattrs_->Reset();
+  absl::MutexLock lock(&mu_);
+  reset_wanted_ = true;
+}
+
+void KernelNotifier::ResetNow(Counters& done) {
+  ++done.resets;
+  // Names first, so a lookup that starts now already counts in the new epoch.
+  const char* names = "marked stale";
+  absl::StatusOr<size_t> submounts =
+      submounts_ ? submounts_() : absl::StatusOr<size_t>(absl::UnavailableError("not known"));
+  if (!submounts.ok() || *submounts > 0) {
+    ++done.names_kept;
+    names = "kept until their lifetime ends (something is mounted inside this mount, and the "
+            "kernel would detach it)";
+    if (!submounts.ok()) {
+      RINGFS_LOG_WARN("cannot tell whether something is mounted inside this mount (%s): cached "
+                      "names are not reset", submounts.status().message());
+    }
+  } else if (epoch_refused_) {
+    ++done.names_kept;
+    names = "kept until their lifetime ends (the kernel has no FUSE_NOTIFY_INC_EPOCH)";
+  } else if (const int err = WriteEpoch(); err == EINVAL) {
+    ++done.names_kept;
+    epoch_refused_ = true;  // older than protocol 7.44: it will not learn it
+    names = "kept until their lifetime ends (the kernel has no FUSE_NOTIFY_INC_EPOCH)";
+  } else if (err != 0) {
+    ++done.names_kept;
+    ++done.failed;
+    names = "kept until their lifetime ends (FUSE_NOTIFY_INC_EPOCH failed)";
+    RINGFS_LOG_WARN("FUSE_NOTIFY_INC_EPOCH: %s", strerror(err));
+  }
+  size_t nodes = 0;
+  if (held_nodes_) {
+    for (uint64_t node : held_nodes_()) {
+      wire::Invalidation inv;
+      inv.kind = wire::InvalidationKind::kInode;
+      inv.nodeid = node;
+      inv.offset = 0;  // attributes and all cached data
+      const int err = Write(inv);
+      if (err == 0) {
+        ++done.written;
+        ++nodes;
+      } else if (err == ENOENT) {
+        ++done.not_cached;
+      } else {
+        ++done.failed;
+      }
+    }
+  }
+  RINGFS_LOG_INFO("invalidations from the server may have been lost (a connection ended): "
+                  "cached attributes and data of %zu nodes dropped; cached names %s",
+                  nodes, names);
 }
 
 void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Counters& done,
@@ -250,6 +320,15 @@ void KernelNotifier::RepeatDue(Counters& done) {
     }
     repeats_.erase(it);
   }
+}
+
+int KernelNotifier::WriteEpoch() {
+  if (epoch_writer_) return epoch_writer_();
+  if (writer_) return EINVAL;  // a test that gave no epoch writer: as an older kernel
+  fuse_out_header header{};
+  header.len = sizeof(header);
+  header.error = kNotifyIncEpoch;
+  return write(fuse_fd_.get(), &header, sizeof(header)) < 0 ? errno : 0;
 }
 
 int KernelNotifier::Write(const wire::Invalidation& inv) {

@@ -30,6 +30,15 @@
 // the dentry. Repeats of one node are merged (one pending at a time, its data range widened); a
 // repeat that lands counts like an attribute invalidation from the server for the directory
 // fallback's hold.
+// After a connection to the server ended, invalidations may have been lost: those the server had
+// sent on it, those it queued beyond its bound while the mount had no connection, and all of
+// them on a new server instance, which does not know what this mount caches until it reclaims.
+// ResetKernelCaches then makes the kernel drop what it learned before: FUSE_NOTIFY_INC_EPOCH
+// (protocol 7.44) marks every dentry stale, so each name is looked up again at its next use,
+// and an INVAL_INODE of every node the kernel holds (NodeLedger) drops cached attributes and
+// data. The epoch is skipped while something is mounted under the mount point: the kernel
+// detaches a mount whose dentry fails revalidation (d_invalidate), and a reconnect must not
+// undo an operator's bind mounts; names then keep their lifetime (logged).
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
@@ -43,6 +52,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/invalidation.h"
@@ -63,10 +73,18 @@ class KernelNotifier {
     uint64_t dropped = 0;    // queue full, or too many repeats pending (the caches then age out
                              // with their timeouts)
     uint64_t repeated = 0;   // written again because an answer was on its way into the kernel
+    uint64_t resets = 0;     // ResetKernelCaches done (requests merged while one waited count once)
+    uint64_t names_kept = 0; // of those, resets that could not mark the names stale (see above)
   };
   // Writes one notification to the kernel and returns the errno (0: taken). A seam for tests;
   // the default writes to the fuse fd.
   using Writer = std::function<int(const wire::Invalidation&)>;
+  // Writes FUSE_NOTIFY_INC_EPOCH and returns the errno. A seam for tests, as Writer.
+  using EpochWriter = std::function<int()>;
+  // The node ids the kernel holds now (NodeLedger).
+  using HeldNodes = std::function<std::vector<uint64_t>()>;
+  // How many mounts sit on directories of this mount (MountsInside); an error counts as some.
+  using Submounts = std::function<absl::StatusOr<size_t>()>;
 
   // `fuse_fd`: a /dev/fuse fd of the mount (a clone is fine). The caches may be null.
   KernelNotifier(UniqueFd fuse_fd, DirAttrCache* dir_attrs, XattrAbsenceCache* xattrs,
@@ -97,7 +115,21 @@ class KernelNotifier {
   int64_t answers_in_flight() const { return answers_in_flight_.load(); }  // tests
 
   // Before Start() (tests).
-  void set_writer_for_test(Writer writer) { writer_ = std::move(writer); }
+  void set_writer_for_test(Writer writer, EpochWriter epoch = {}) {
+    writer_ = std::move(writer);
+    epoch_writer_ = std::move(epoch);
+  }
+
+  // Before Start(). Without `held`, a reset leaves cached attributes and data to their lifetime;
+  // without `submounts`, it never marks names stale.
+  void set_held_nodes(HeldNodes held) { held_nodes_ = std::move(held); }
+  void set_submounts(Submounts submounts) { submounts_ = std::move(submounts); }
+
+  // Everything the kernel cached before now may be stale (see above). Drops the mount's own
+  // post-op directory attributes and xattr absences at once, then the loop thread resets the
+  // kernel's caches. Any thread; never blocks. Calls that come while a reset waits to start are
+  // merged into it.
+  void ResetKernelCaches();
 
   // Until Release(), notifications queue instead of being written. The mount holds them while
   // it primes the root's attributes (MountSession::ProbeMount): an INVAL_INODE of the root
@@ -129,6 +161,9 @@ class KernelNotifier {
   bool Repeat(const wire::Invalidation& inv, absl::Time now);
   void DropRepeat(uint64_t nodeid);
   void RepeatDue(Counters& done);
+  // The kernel side of ResetKernelCaches. Loop thread only.
+  void ResetNow(Counters& done);
+  int WriteEpoch();
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;
@@ -152,6 +187,10 @@ class KernelNotifier {
   absl::flat_hash_map<uint64_t, Repeating> repeats_;  // node -> its pending repeat
   std::multimap<absl::Time, uint64_t> repeat_due_;    // when -> node
   Writer writer_;
+  EpochWriter epoch_writer_;
+  HeldNodes held_nodes_;
+  Submounts submounts_;
+  bool epoch_refused_ = false;  // the kernel answered EINVAL once (older than 7.44); loop thread
   std::atomic<int64_t> answers_in_flight_{0};
   std::atomic<uint64_t> last_answer_end_ns_{0};
   mutable absl::Mutex mu_;
@@ -160,6 +199,7 @@ class KernelNotifier {
   size_t held_back_ ABSL_GUARDED_BY(mu_) = 0;  // dir_due_.size(), for WaitIdle
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool held_ ABSL_GUARDED_BY(mu_) = false;
+  bool reset_wanted_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 
@@ -125,6 +126,127 @@ TEST_F(NotifierRepeatTest, ALandedNotificationIsNotRepeated) {
   EXPECT_EQ(kernel.writes(), 2u);
   EXPECT_EQ(notifier_.counters().repeated, 0u);
   notifier_.AnswerEnds(MonotonicNs());
+}
+
+// ResetKernelCaches (a connection ended: invalidations may have been lost).
+class NotifierResetTest : public ::testing::Test {
+ protected:
+  void Start(absl::StatusOr<size_t> submounts, int epoch_answer) {
+    notifier_.set_writer_for_test(
+        [this](const wire::Invalidation& inv) {
+          absl::MutexLock lock(&mu_);
+          written_.push_back(inv);
+          return inv.nodeid == kNotCached ? ENOENT : 0;
+        },
+        [this, epoch_answer] {
+          absl::MutexLock lock(&mu_);
+          ++epochs_;
+          return epoch_answer;
+        });
+    notifier_.set_held_nodes([] { return std::vector<uint64_t>{5, 6, kNotCached}; });
+    notifier_.set_submounts([submounts] { return submounts; });
+    notifier_.Start();
+  }
+  std::vector<wire::Invalidation> written() {
+    absl::MutexLock lock(&mu_);
+    return written_;
+  }
+  int epochs() {
+    absl::MutexLock lock(&mu_);
+    return epochs_;
+  }
+  static wire::Invalidation AllOf(uint64_t node) {
+    wire::Invalidation inv;
+    inv.nodeid = node;
+    inv.offset = 0;  // attributes and every cached page
+    return inv;
+  }
+
+  static constexpr uint64_t kNotCached = 7;
+  DirAttrCache dir_attrs_;
+  XattrAbsenceCache xattrs_{/*lifetime_ns=*/60'000'000'000};
+  KernelNotifier notifier_{UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), &dir_attrs_,
+                           &xattrs_};
+  absl::Mutex mu_;
+  std::vector<wire::Invalidation> written_ ABSL_GUARDED_BY(mu_);
+  int epochs_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(NotifierResetTest, MarksNamesStaleAndDropsEveryHeldNode) {
+  Start(size_t{0}, 0);
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 1);
+  EXPECT_EQ(written(), (std::vector<wire::Invalidation>{AllOf(5), AllOf(6), AllOf(kNotCached)}));
+  KernelNotifier::Counters counters = notifier_.counters();
+  EXPECT_EQ(counters.resets, 1u);
+  EXPECT_EQ(counters.names_kept, 0u);
+  EXPECT_EQ(counters.written, 2u);
+  EXPECT_EQ(counters.not_cached, 1u);
+  // Nothing answered in flight: a node the kernel does not hold is not tried again.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(written().size(), 3u);
+}
+
+TEST_F(NotifierResetTest, KeepsNamesWhileSomethingIsMountedInside) {
+  Start(size_t{1}, 0);
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 0);  // the kernel would detach that mount
+  EXPECT_EQ(written().size(), 3u);  // attributes and data are dropped all the same
+  EXPECT_EQ(notifier_.counters().names_kept, 1u);
+}
+
+TEST_F(NotifierResetTest, KeepsNamesWhenSubmountsCannotBeCounted) {
+  Start(absl::UnavailableError("no mountinfo"), 0);
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 0);
+  EXPECT_EQ(notifier_.counters().names_kept, 1u);
+}
+
+TEST_F(NotifierResetTest, AKernelWithoutEpochsIsAskedOnce) {
+  Start(size_t{0}, EINVAL);  // older than protocol 7.44
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 1);
+  KernelNotifier::Counters counters = notifier_.counters();
+  EXPECT_EQ(counters.resets, 2u);
+  EXPECT_EQ(counters.names_kept, 2u);
+  EXPECT_EQ(counters.failed, 0u);  // not a failure: the kernel does not know the notification
+  EXPECT_EQ(written().size(), 6u);
+}
+
+TEST_F(NotifierResetTest, ResetsAskedForWhileOneWaitsAreDoneOnce) {
+  notifier_.Hold();
+  Start(size_t{0}, 0);
+  for (int i = 0; i < 3; ++i) notifier_.ResetKernelCaches();  // e.g. every queue reconnecting
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(epochs(), 0);  // held
+  notifier_.Release();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 1);
+  EXPECT_EQ(notifier_.counters().resets, 1u);
+  EXPECT_EQ(written().size(), 3u);
+}
+
+TEST_F(NotifierResetTest, TheMountsOwnCopiesGoAtOnce) {
+  notifier_.Hold();  // the loop never runs: what is checked happens in the caller's thread
+  Start(size_t{0}, 0);
+  fuse_attr_out attr{};
+  attr.attr_valid = 60;
+  attr.attr.ctime = 1;
+  dir_attrs_.Offer(9, attr, /*now_ns=*/1);
+  xattrs_.RecordCreated(9, /*now_ns=*/1);
+  const uint64_t ticket = xattrs_.Ticket();  // a GETXATTR sent before the reset
+  notifier_.ResetKernelCaches();
+  EXPECT_FALSE(dir_attrs_.Take(9, 2).has_value());
+  EXPECT_FALSE(xattrs_.KnownAbsent(9, kCapabilityXattr, 2));
+  xattrs_.RecordAbsent(10, ticket, 2);  // its ENODATA, answered after the reset
+  EXPECT_FALSE(xattrs_.KnownAbsent(10, kCapabilityXattr, 3));
+  notifier_.Release();
 }
 
 }  // namespace

@@ -95,6 +95,8 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.invalidations_not_cached = counters.not_cached;
     snapshot.invalidations_repeated = counters.repeated;
     snapshot.invalidations_lost = counters.dropped;
+    snapshot.cache_resets = counters.resets;
+    snapshot.cache_resets_names_kept = counters.names_kept;
   }
   if (complete_dirs_) {
     snapshot.complete_dirs = complete_dirs_->dirs();
@@ -265,6 +267,10 @@ absl::Status MountSession::StartNotifier() {
   notifier_ = std::make_unique<KernelNotifier>(
       std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get(),
       complete_dirs_.get(), kept_entries_.get());
+  if (ledger_) notifier_->set_held_nodes([ledger = ledger_.get()] { return ledger->NodeIds(); });
+  if (device_ != 0) {
+    notifier_->set_submounts([device = device_] { return MountsInside(device); });
+  }
   notifier_->Hold();  // until ProbeMount has primed the root's attributes
   notifier_->Start();
   return absl::OkStatus();

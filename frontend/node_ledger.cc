@@ -171,6 +171,14 @@ size_t NodeLedger::nodes() const {
   return nodes_.size();
 }
 
+std::vector<uint64_t> NodeLedger::NodeIds() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<uint64_t> ids;
+  ids.reserve(nodes_.size());
+  for (const auto& [id, node] : nodes_) ids.push_back(id);
+  return ids;
+}
+
 size_t NodeLedger::open_files() const {
   absl::MutexLock lock(&mu_);
   return files_.size();

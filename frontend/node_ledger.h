@@ -55,6 +55,8 @@ class NodeLedger {
   uint64_t epoch() const;
 
   size_t nodes() const;
+  // The node ids the kernel holds now (KernelNotifier::ResetKernelCaches).
+  std::vector<uint64_t> NodeIds() const;
   size_t open_files() const;
 
  private:

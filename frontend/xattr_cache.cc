@@ -31,11 +31,19 @@ void XattrAbsenceCache::Drop(uint64_t nodeid) {
   absl::MutexLock lock(&mu_);
   absent_until_.erase(nodeid);
   dropped_at_[nodeid] = ++seq_;
-  if (dropped_at_.size() > max_nodes_) {
-    // Forget the drop history; every GETXATTR in flight now is refused a record instead.
-    dropped_at_.clear();
-    floor_ = ++seq_;
-  }
+  if (dropped_at_.size() > max_nodes_) ForgetDropsLocked();
+}
+
+void XattrAbsenceCache::Reset() {
+  absl::MutexLock lock(&mu_);
+  absent_until_.clear();
+  ForgetDropsLocked();
+}
+
+// Forgets the drop history; every GETXATTR in flight now is refused a record instead.
+void XattrAbsenceCache::ForgetDropsLocked() {
+  dropped_at_.clear();
+  floor_ = ++seq_;
 }
 
 void XattrAbsenceCache::InsertLocked(uint64_t nodeid, uint64_t now_ns) {

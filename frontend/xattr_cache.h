@@ -40,11 +40,15 @@ class XattrAbsenceCache {
   void RecordCreated(uint64_t nodeid, uint64_t now_ns);
   // The node's attributes may have changed in a way that matters (SETXATTR, an invalidation).
   void Drop(uint64_t nodeid);
+  // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget every absence,
+  // and refuse to record the answers of GETXATTRs sent before.
+  void Reset();
 
   size_t size() const;
 
  private:
   void InsertLocked(uint64_t nodeid, uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetDropsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t lifetime_ns_;
   const size_t max_nodes_;

@@ -7,7 +7,9 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -280,6 +282,96 @@ TEST_P(RestartTest, ANameChangedWhileTheServerWasDownIsSeenThoughTheMountKeptIt)
   EXPECT_EQ(st.st_size, 6);
   EXPECT_EQ(::unlink(Mnt("kept/c").c_str()), 0) << ErrnoName(errno);
   EXPECT_NE(::stat(env_->Exp("kept/c").c_str(), &st), 0);
+}
+
+// What the kernel cached before a server restart (names, attributes, data; 60 s lifetimes) is
+// not trusted after it: the new instance cannot push what changed meanwhile (here on the export
+// itself, as a process on the storage node or another client of the new instance would), so the
+// mount resets the kernel's caches when it reconnects (KernelNotifier::ResetKernelCaches).
+// Without that, the old mode, size and name below stay visible for their whole lifetime.
+TEST_P(RestartTest, WhatTheKernelCachedBeforeARestartIsAskedForAgain) {
+  ASSERT_EQ(::mkdir(Mnt("cached").c_str(), 0755), 0) << ErrnoName(errno);
+  for (const char* name : {"cached/x", "cached/y"}) {
+    int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(::write(fd, "one", 3), 3);
+    ::close(fd);
+  }
+  struct stat st;
+  ASSERT_EQ(::stat(Mnt("cached/x").c_str(), &st), 0) << ErrnoName(errno);
+  ASSERT_EQ(st.st_mode & 07777, 0644u);
+  ASSERT_EQ(::stat(Mnt("cached/y").c_str(), &st), 0) << ErrnoName(errno);
+  const int open_fd = ::open(Mnt("cached/x").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(open_fd, 0) << ErrnoName(errno);
+
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_EQ(::chmod(env_->Exp("cached/x").c_str(), 0600), 0);
+  {
+    std::ofstream more(env_->Exp("cached/x"), std::ios::app);
+    more << "twotwo";  // 9 bytes now
+  }
+  ASSERT_EQ(::unlink(env_->Exp("cached/y").c_str()), 0);
+  ASSERT_TRUE(env_->RestartServer());
+  struct statfs fs;  // always asked of the server: waits for the reconnect
+  ASSERT_EQ(RetryWhileReconnecting([&] { return ::statfs(Mnt("").c_str(), &fs) == 0 ? 0 : errno; }),
+            0);
+
+  // The reset runs on the notifier's thread just after the reconnect: allow it a moment.
+  const auto deadline = Clock::now() + seconds(5);
+  bool fresh = false;
+  while (!fresh && Clock::now() < deadline) {
+    struct stat x, y, by_fd;
+    fresh = ::stat(Mnt("cached/x").c_str(), &x) == 0 && (x.st_mode & 07777) == 0600 &&
+            x.st_size == 9 && ::stat(Mnt("cached/y").c_str(), &y) != 0 && errno == ENOENT &&
+            ::fstat(open_fd, &by_fd) == 0 && by_fd.st_size == 9;
+    if (!fresh) std::this_thread::sleep_for(milliseconds(100));
+  }
+  ASSERT_EQ(::stat(Mnt("cached/x").c_str(), &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "the mode cached before the restart is still seen";
+  EXPECT_EQ(st.st_size, 9) << "the size cached before the restart is still seen";
+  EXPECT_NE(::stat(Mnt("cached/y").c_str(), &st), 0) << "a name removed meanwhile is still seen";
+  ASSERT_EQ(::fstat(open_fd, &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(st.st_size, 9) << "an open file keeps the size cached before the restart";
+  char buf[16] = {};
+  EXPECT_EQ(::pread(open_fd, buf, sizeof(buf), 0), 9) << ErrnoName(errno);
+  EXPECT_EQ(std::string(buf), "onetwotwo");
+  ::close(open_fd);
+}
+
+// The kernel detaches a mount whose dentry fails revalidation, so with something mounted inside
+// the mount the reset keeps cached names (they live out their lifetime) and drops only cached
+// attributes and data: an operator's bind mount must survive a server restart.
+TEST_P(RestartTest, AMountInsideTheMountSurvivesARestart) {
+  ASSERT_EQ(::mkdir(Mnt("inner").c_str(), 0755), 0) << ErrnoName(errno);
+  ASSERT_EQ(::mkdir(Mnt("inner/on").c_str(), 0755), 0) << ErrnoName(errno);
+  int fd = ::open(Mnt("inner/f").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ::close(fd);
+  const std::string source = ::testing::TempDir() + "ringfs-bind-source";
+  ::mkdir(source.c_str(), 0755);
+  { std::ofstream(source + "/marker") << "here"; }
+  ASSERT_EQ(::mount(source.c_str(), Mnt("inner/on").c_str(), nullptr, MS_BIND, nullptr), 0)
+      << ErrnoName(errno);
+  struct stat st;
+  ASSERT_EQ(::stat(Mnt("inner/f").c_str(), &st), 0) << ErrnoName(errno);
+
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_EQ(::chmod(env_->Exp("inner/f").c_str(), 0600), 0);
+  ASSERT_TRUE(env_->RestartServer());
+  struct statfs fs;
+  ASSERT_EQ(RetryWhileReconnecting([&] { return ::statfs(Mnt("").c_str(), &fs) == 0 ? 0 : errno; }),
+            0);
+  const auto deadline = Clock::now() + seconds(5);
+  while (Clock::now() < deadline &&
+         !(::stat(Mnt("inner/f").c_str(), &st) == 0 && (st.st_mode & 07777) == 0600)) {
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "attributes cached before the restart are still seen";
+  EXPECT_EQ(::access(Mnt("inner/on/marker").c_str(), F_OK), 0)
+      << "the bind mount inside the mount is gone after the restart";
+  ::umount2(Mnt("inner/on").c_str(), MNT_DETACH);
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);
