@@ -157,15 +157,16 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          MetricType::Counter, snapshot.invalidations_repeated},
         {"ringfs_frontend_invalidations_lost_total",
          "Invalidations the mount could not deliver (its queue was full) or repeat (too many "
-         "waiting); the kernel's caches then age out with their timeouts",
+         "waiting); each loss resets the kernel's caches (ringfs_frontend_cache_resets_total)",
          MetricType::Counter, snapshot.invalidations_lost},
         {"ringfs_frontend_cache_resets_total",
          "Times the kernel's caches were reset because invalidations may have been lost (a "
-         "connection to the server ended)",
+         "connection to the server ended, or the mount dropped some itself)",
          MetricType::Counter, snapshot.cache_resets},
         {"ringfs_frontend_cache_resets_names_kept_total",
-         "Cache resets that left cached names to their lifetime: something was mounted inside "
-         "this mount, or the kernel lacks FUSE_NOTIFY_INC_EPOCH",
+         "Cache resets that left cached names to their lifetime: reset_names is off (the "
+         "default), something was mounted inside this mount, or the kernel lacks or refused "
+         "FUSE_NOTIFY_INC_EPOCH",
          MetricType::Counter, snapshot.cache_resets_names_kept},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "

@@ -349,7 +349,12 @@ void BackendChannel::OnSend(int res) {
     size_t size = item.slot == kOneWay ? item.one_way.size() : records_[item.slot]->frame_bytes;
     size_t rest = size - front_sent_;
     // Bytes of it went out: the server may have it (or will, once the rest follows).
-    if (item.slot != kOneWay) records_[item.slot]->reached = true;
+    if (item.slot != kOneWay) {
+      Record& r = *records_[item.slot];
+      if (r.reached && r.reached_instance != server_instance_) r.reached_another = true;
+      r.reached = true;
+      r.reached_instance = server_instance_;
+    }
     if (left < rest) {
       front_sent_ += left;
       break;
@@ -554,9 +559,12 @@ void BackendChannel::Install(ServerSession session) {
       if (config_.kept != nullptr) config_.kept->Reset();
     }
   }
-  if (config_.notifier != nullptr && session.invalidations && ever_connected_) {
-    // What the server sent on the old connection, or queued beyond its bound meanwhile, or knew
-    // before a restart, is lost: the kernel forgets what it cached before.
+  if (config_.notifier != nullptr && ever_connected_ &&
+      (session.instance_id != server_instance_ || !ended_cleanly_)) {
+    // Pushes may be lost: a new instance knows nothing of what this mount caches until it
+    // reclaims, and a connection that broke (rather than the server closing it, after which
+    // everything it had sent was read) loses what was in flight. The kernel forgets what it
+    // cached before. Not after the server's idle close of this queue's connection.
     config_.notifier->ResetKernelCaches();
   }
   server_max_inflight_ = session.max_inflight;
@@ -707,8 +715,9 @@ void BackendChannel::OnReclaimReply(int error, size_t body) {
   SendReclaimFrame();
 }
 
-void BackendChannel::Fail(std::string_view why) {
+void BackendChannel::Fail(std::string_view why, bool clean) {
   if (state_ != State::kUp) return;
+  ended_cleanly_ = clean;
   RINGFS_LOG_WARN("queue %u: connection to %s lost (%s); %u requests at the server will be "
                   "sent again",
                   config_.queue, config_.address.text, why, on_wire_);
@@ -1064,7 +1073,8 @@ void BackendChannel::OnRecv(int res) {
   }
   if (res <= 0) {
     Fail(res == 0 ? std::string("server closed the connection")
-                  : absl::StrFormat("receive failed: %s", std::strerror(-res)));
+                  : absl::StrFormat("receive failed: %s", std::strerror(-res)),
+         /*clean=*/res == 0);
     return;
   }
   if (mode_ == RecvMode::kDirect || mode_ == RecvMode::kDiscard) {
@@ -1262,6 +1272,18 @@ void BackendChannel::FinishReply() {
     return;
   }
   Record& r = *records_[current_slot_];
+  if (current_.error == -ENOENT && r.reached_another &&
+      (r.header.opcode == FUSE_UNLINK || r.header.opcode == FUSE_RMDIR)) {
+    // Sent again to a new instance after the one that had it went without answering: that one
+    // may have removed the name, and its reply cache went with it. The name is gone, which is
+    // what was asked. (Creates that find their name keep EEXIST: it may be another client's,
+    // and O_EXCL must never succeed twice. NFS without a persistent reply cache answers both.)
+    RINGFS_LOG_INFO("queue %u: %s replayed on a new server instance found no name; the old "
+                    "instance may have removed it: answered success",
+                    config_.queue, fuse::OpName(r.header.opcode));
+    current_.error = 0;
+    ++replayed_removals_;
+  }
   size_t body = current_.error == 0 ? TakeTrailers() : current_body_;
   --on_wire_;
   if (r.in_send) {

@@ -175,6 +175,7 @@ class BackendChannel {
   uint64_t interrupts() const { return interrupted_; }
   // Reclaims this channel led (each re-established the mount's state on a new instance).
   uint64_t reclaims() const { return reclaims_; }
+  uint64_t replayed_removals() const { return replayed_removals_; }
 
  private:
   enum class State { kDown, kConnecting, kUp, kDraining };
@@ -215,6 +216,8 @@ class BackendChannel {
     bool dir_empty = false;     // its reply carried the trailer of a directory found empty
     bool change = false;        // may change what a client caches, not settled (CompleteDirs)
     bool reached = false;       // handed to a socket at least once: the server may have it
+    uint64_t reached_instance = 0;  // the server instance it was last handed to
+    bool reached_another = false;   // handed to an instance before that one: it may have run
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;
@@ -252,7 +255,8 @@ class BackendChannel {
   void PostSend(int fd, const iovec* iov, size_t iovcnt, Op op);
   void ConnectFailed(const absl::Status& status);
   void Install(ServerSession session);
-  void Fail(std::string_view why);
+  // `clean`: the server closed the connection (EOF): everything it sent before was received.
+  void Fail(std::string_view why, bool clean = false);
   void FinishDrain();
   // After a handshake: ask the binding whether this instance may get requests.
   void Arrive();
@@ -337,6 +341,8 @@ class BackendChannel {
   uint64_t timeouts_ = 0;
   uint64_t interrupted_ = 0;
   bool ever_connected_ = false;
+  bool ended_cleanly_ = false;  // the last connection ended with the server's EOF (Fail)
+  uint64_t replayed_removals_ = 0;  // UNLINK/RMDIR ENOENTs answered success (FinishReply)
   __kernel_timespec tick_{};
 
   // By slot, made on first use: a worker only ever sees the entries that come its way.

@@ -941,3 +941,42 @@ TEST(BackendChannelTest, TlsServerNameIsTheSourceHostUnlessGiven) {
 
 }  // namespace
 }  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+// An UNLINK and an RMDIR reach an instance that dies without answering; the new instance finds
+// no such names (the old one may have removed them, and its reply cache is gone): they are
+// answered success. A MKDIR in the same position that finds its name keeps EEXIST, and an
+// UNLINK sent only to the new instance keeps its ENOENT.
+TEST(BackendChannelTest, RemovalsReplayedOnANewInstanceThatFindNoNameSucceed) {
+  std::atomic<int> connection{0};
+  ScriptedServer server([&](int fd) {
+    if (connection++ == 0) {
+      for (int i = 0; i < 3; ++i) ReadRequest(fd);  // UNLINK, RMDIR, MKDIR: never answered
+      return;                                       // the instance "dies"
+    }
+    for (;;) {
+      fuse_in_header in = ReadRequest(fd);
+      if (in.len == 0) return;
+      WriteReply(fd, in.unique, in.opcode == FUSE_MKDIR ? -EEXIST : -ENOENT, "");
+    }
+  });
+  Harness h(server.address());
+  h.Send(0, FUSE_UNLINK, 10, 0, 0, std::string("a\0", 2));
+  h.Send(1, FUSE_RMDIR, 12, 0, 0, std::string("d\0", 2));
+  h.Send(2, FUSE_MKDIR, 14, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
+         std::string(sizeof(fuse_mkdir_in), '\0') + std::string("m\0", 2));
+  h.WaitForAnswers(3, milliseconds(15000));
+  h.Send(3, FUSE_UNLINK, 16, 0, 0, std::string("b\0", 2));
+  h.WaitForAnswers(4);
+  ASSERT_EQ(h.answers_.size(), 4u);
+  EXPECT_EQ(h.answers_[0].header.error, 0);        // UNLINK, replayed
+  EXPECT_EQ(h.answers_[1].header.error, 0);        // RMDIR, replayed
+  EXPECT_EQ(h.answers_[2].header.error, -EEXIST);  // MKDIR, replayed
+  EXPECT_EQ(h.answers_[3].header.error, -ENOENT);  // UNLINK, sent once
+  EXPECT_EQ(h.channel().replayed_removals(), 2u);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

@@ -71,10 +71,13 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
       queue_.push_back(std::move(record));
     }
   }
-  // The kernel keeps what a lost record would have invalidated until its timeouts; the mount's
-  // own knowledge of complete directories goes at once.
-  if (lost && dirs_ != nullptr) dirs_->Reset();
-  if (lost && kept_ != nullptr) kept_->Reset();
+  if (lost) {
+    // What a lost record would have invalidated is not known: everything goes, the mount's own
+    // knowledge at once, the kernel's when the loop gets to it.
+    if (dirs_ != nullptr) dirs_->Reset();
+    if (kept_ != nullptr) kept_->Reset();
+    ResetKernelCaches();
+  }
 }
 
 void KernelNotifier::Hold() {
@@ -139,6 +142,9 @@ void KernelNotifier::Loop() {
     counters_.not_cached += done.not_cached;
     counters_.failed += done.failed;
     counters_.dropped += done.dropped;
+    // A repeat that could not be scheduled leaves an inode the kernel may be building from an
+    // older answer: the reset that follows covers it (it lands after the answer).
+    if (done.dropped > 0) reset_wanted_ = true;
     counters_.repeated += done.repeated;
     counters_.resets += done.resets;
     counters_.names_kept += done.names_kept;
@@ -157,9 +163,11 @@ void KernelNotifier::ResetNow(Counters& done) {
   ++done.resets;
   // Names first, so a lookup that starts now already counts in the new epoch.
   const char* names = "marked stale";
-  absl::StatusOr<size_t> submounts =
-      submounts_ ? submounts_() : absl::StatusOr<size_t>(absl::UnavailableError("not known"));
-  if (!submounts.ok() || *submounts > 0) {
+  absl::StatusOr<size_t> submounts = submounts_ ? submounts_() : absl::StatusOr<size_t>(0);
+  if (!submounts_) {
+    ++done.names_kept;
+    names = "kept until their lifetime ends (mount with reset_names to drop them too)";
+  } else if (!submounts.ok() || *submounts > 0) {
     ++done.names_kept;
     names = "kept until their lifetime ends (something is mounted inside this mount, and the "
             "kernel would detach it)";
@@ -181,24 +189,27 @@ void KernelNotifier::ResetNow(Counters& done) {
     RINGFS_LOG_WARN("FUSE_NOTIFY_INC_EPOCH: %s", strerror(err));
   }
   size_t nodes = 0;
-  if (held_nodes_) {
-    for (uint64_t node : held_nodes_()) {
-      wire::Invalidation inv;
-      inv.kind = wire::InvalidationKind::kInode;
-      inv.nodeid = node;
-      inv.offset = 0;  // attributes and all cached data
-      const int err = Write(inv);
-      if (err == 0) {
-        ++done.written;
-        ++nodes;
-      } else if (err == ENOENT) {
-        ++done.not_cached;
-      } else {
-        ++done.failed;
-      }
+  std::vector<uint64_t> held;
+  if (held_nodes_) held = held_nodes_();
+  held.push_back(FUSE_ROOT_ID);  // the ledger does not count it: the kernel never forgets it
+  for (size_t i = 0; i < held.size(); ++i) {
+    // A million held nodes take seconds to write: do not hold up an unmount for them.
+    if (i % 4096 == 4095 && Stopping()) break;
+    wire::Invalidation inv;
+    inv.kind = wire::InvalidationKind::kInode;
+    inv.nodeid = held[i];
+    inv.offset = 0;  // attributes and all cached data
+    const int err = Write(inv);
+    if (err == 0) {
+      ++done.written;
+      ++nodes;
+    } else if (err == ENOENT) {
+      ++done.not_cached;
+    } else {
+      ++done.failed;
     }
   }
-  RINGFS_LOG_INFO("invalidations from the server may have been lost (a connection ended): "
+  RINGFS_LOG_INFO("invalidations from the server may have been lost: "
                   "cached attributes and data of %zu nodes dropped; cached names %s",
                   nodes, names);
 }
@@ -320,6 +331,11 @@ void KernelNotifier::RepeatDue(Counters& done) {
     }
     repeats_.erase(it);
   }
+}
+
+bool KernelNotifier::Stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
 }
 
 int KernelNotifier::WriteEpoch() {

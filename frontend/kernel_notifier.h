@@ -30,15 +30,17 @@
 // the dentry. Repeats of one node are merged (one pending at a time, its data range widened); a
 // repeat that lands counts like an attribute invalidation from the server for the directory
 // fallback's hold.
-// After a connection to the server ended, invalidations may have been lost: those the server had
+// After a connection to the server ended (or the notifier itself dropped records: its queue
+// full, too many repeats pending), invalidations may have been lost: those the server had
 // sent on it, those it queued beyond its bound while the mount had no connection, and all of
 // them on a new server instance, which does not know what this mount caches until it reclaims.
 // ResetKernelCaches then makes the kernel drop what it learned before: FUSE_NOTIFY_INC_EPOCH
 // (protocol 7.44) marks every dentry stale, so each name is looked up again at its next use,
-// and an INVAL_INODE of every node the kernel holds (NodeLedger) drops cached attributes and
-// data. The epoch is skipped while something is mounted under the mount point: the kernel
-// detaches a mount whose dentry fails revalidation (d_invalidate), and a reconnect must not
-// undo an operator's bind mounts; names then keep their lifetime (logged).
+// and an INVAL_INODE of every node the kernel holds (NodeLedger, and the root) drops cached
+// attributes and data. The epoch is written only with set_submounts (the reset_names mount
+// option) and only while nothing is mounted inside the mount in ringfs-mount's namespace: the
+// kernel detaches a mount whose dentry fails revalidation (d_invalidate), in every namespace,
+// so by default names keep their lifetime.
 // Thread-safe. Stop() after the FUSE connection has ended (writes then fail at once).
 #pragma once
 
@@ -70,8 +72,8 @@ class KernelNotifier {
     uint64_t written = 0;    // notifications the kernel took
     uint64_t not_cached = 0; // ENOENT: the kernel held nothing of that node or name
     uint64_t failed = 0;     // any other error (logged)
-    uint64_t dropped = 0;    // queue full, or too many repeats pending (the caches then age out
-                             // with their timeouts)
+    uint64_t dropped = 0;    // queue full, or too many repeats pending (followed by a reset of
+                             // the kernel's caches, as after a reconnect)
     uint64_t repeated = 0;   // written again because an answer was on its way into the kernel
     uint64_t resets = 0;     // ResetKernelCaches done (requests merged while one waited count once)
     uint64_t names_kept = 0; // of those, resets that could not mark the names stale (see above)
@@ -120,8 +122,8 @@ class KernelNotifier {
     epoch_writer_ = std::move(epoch);
   }
 
-  // Before Start(). Without `held`, a reset leaves cached attributes and data to their lifetime;
-  // without `submounts`, it never marks names stale.
+  // Before Start(). Without `held`, a reset drops the root's cached attributes only; without
+  // `submounts`, it never marks names stale.
   void set_held_nodes(HeldNodes held) { held_nodes_ = std::move(held); }
   void set_submounts(Submounts submounts) { submounts_ = std::move(submounts); }
 
@@ -164,6 +166,7 @@ class KernelNotifier {
   // The kernel side of ResetKernelCaches. Loop thread only.
   void ResetNow(Counters& done);
   int WriteEpoch();
+  bool Stopping() const;
 
   const UniqueFd fuse_fd_;
   DirAttrCache* const dir_attrs_;

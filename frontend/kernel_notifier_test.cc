@@ -6,9 +6,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -131,7 +134,8 @@ TEST_F(NotifierRepeatTest, ALandedNotificationIsNotRepeated) {
 // ResetKernelCaches (a connection ended: invalidations may have been lost).
 class NotifierResetTest : public ::testing::Test {
  protected:
-  void Start(absl::StatusOr<size_t> submounts, int epoch_answer) {
+  // `submounts` unset: as without reset_names.
+  void Start(std::optional<absl::StatusOr<size_t>> submounts, int epoch_answer) {
     notifier_.set_writer_for_test(
         [this](const wire::Invalidation& inv) {
           absl::MutexLock lock(&mu_);
@@ -144,7 +148,7 @@ class NotifierResetTest : public ::testing::Test {
           return epoch_answer;
         });
     notifier_.set_held_nodes([] { return std::vector<uint64_t>{5, 6, kNotCached}; });
-    notifier_.set_submounts([submounts] { return submounts; });
+    if (submounts) notifier_.set_submounts([submounts] { return *submounts; });
     notifier_.Start();
   }
   std::vector<wire::Invalidation> written() {
@@ -163,42 +167,54 @@ class NotifierResetTest : public ::testing::Test {
   }
 
   static constexpr uint64_t kNotCached = 7;
+  // Declared before the notifier: its thread may still call the writers while it stops.
+  absl::Mutex mu_;
+  std::vector<wire::Invalidation> written_ ABSL_GUARDED_BY(mu_);
+  int epochs_ ABSL_GUARDED_BY(mu_) = 0;
   DirAttrCache dir_attrs_;
   XattrAbsenceCache xattrs_{/*lifetime_ns=*/60'000'000'000};
   KernelNotifier notifier_{UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), &dir_attrs_,
                            &xattrs_};
-  absl::Mutex mu_;
-  std::vector<wire::Invalidation> written_ ABSL_GUARDED_BY(mu_);
-  int epochs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 TEST_F(NotifierResetTest, MarksNamesStaleAndDropsEveryHeldNode) {
-  Start(size_t{0}, 0);
+  Start(absl::StatusOr<size_t>(0), 0);
   notifier_.ResetKernelCaches();
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(epochs(), 1);
-  EXPECT_EQ(written(), (std::vector<wire::Invalidation>{AllOf(5), AllOf(6), AllOf(kNotCached)}));
+  // Every held node and the root (which the ledger does not count), attributes and data.
+  EXPECT_EQ(written(), (std::vector<wire::Invalidation>{AllOf(5), AllOf(6), AllOf(kNotCached),
+                                                        AllOf(FUSE_ROOT_ID)}));
   KernelNotifier::Counters counters = notifier_.counters();
   EXPECT_EQ(counters.resets, 1u);
   EXPECT_EQ(counters.names_kept, 0u);
-  EXPECT_EQ(counters.written, 2u);
+  EXPECT_EQ(counters.written, 3u);
   EXPECT_EQ(counters.not_cached, 1u);
   // Nothing answered in flight: a node the kernel does not hold is not tried again.
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(written().size(), 3u);
+  EXPECT_EQ(written().size(), 4u);
+}
+
+TEST_F(NotifierResetTest, WithoutResetNamesOnlyAttributesAndDataGo) {
+  Start(std::nullopt, 0);
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs(), 0);
+  EXPECT_EQ(written().size(), 4u);
+  EXPECT_EQ(notifier_.counters().names_kept, 1u);
 }
 
 TEST_F(NotifierResetTest, KeepsNamesWhileSomethingIsMountedInside) {
-  Start(size_t{1}, 0);
+  Start(absl::StatusOr<size_t>(1), 0);
   notifier_.ResetKernelCaches();
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(epochs(), 0);  // the kernel would detach that mount
-  EXPECT_EQ(written().size(), 3u);  // attributes and data are dropped all the same
+  EXPECT_EQ(written().size(), 4u);  // attributes and data are dropped all the same
   EXPECT_EQ(notifier_.counters().names_kept, 1u);
 }
 
 TEST_F(NotifierResetTest, KeepsNamesWhenSubmountsCannotBeCounted) {
-  Start(absl::UnavailableError("no mountinfo"), 0);
+  Start(absl::StatusOr<size_t>(absl::UnavailableError("no mountinfo")), 0);
   notifier_.ResetKernelCaches();
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(epochs(), 0);
@@ -206,7 +222,7 @@ TEST_F(NotifierResetTest, KeepsNamesWhenSubmountsCannotBeCounted) {
 }
 
 TEST_F(NotifierResetTest, AKernelWithoutEpochsIsAskedOnce) {
-  Start(size_t{0}, EINVAL);  // older than protocol 7.44
+  Start(absl::StatusOr<size_t>(0), EINVAL);  // older than protocol 7.44
   notifier_.ResetKernelCaches();
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
   notifier_.ResetKernelCaches();
@@ -216,12 +232,12 @@ TEST_F(NotifierResetTest, AKernelWithoutEpochsIsAskedOnce) {
   EXPECT_EQ(counters.resets, 2u);
   EXPECT_EQ(counters.names_kept, 2u);
   EXPECT_EQ(counters.failed, 0u);  // not a failure: the kernel does not know the notification
-  EXPECT_EQ(written().size(), 6u);
+  EXPECT_EQ(written().size(), 8u);
 }
 
 TEST_F(NotifierResetTest, ResetsAskedForWhileOneWaitsAreDoneOnce) {
   notifier_.Hold();
-  Start(size_t{0}, 0);
+  Start(absl::StatusOr<size_t>(0), 0);
   for (int i = 0; i < 3; ++i) notifier_.ResetKernelCaches();  // e.g. every queue reconnecting
   absl::SleepFor(absl::Milliseconds(20));
   EXPECT_EQ(epochs(), 0);  // held
@@ -229,12 +245,12 @@ TEST_F(NotifierResetTest, ResetsAskedForWhileOneWaitsAreDoneOnce) {
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(epochs(), 1);
   EXPECT_EQ(notifier_.counters().resets, 1u);
-  EXPECT_EQ(written().size(), 3u);
+  EXPECT_EQ(written().size(), 4u);
 }
 
 TEST_F(NotifierResetTest, TheMountsOwnCopiesGoAtOnce) {
   notifier_.Hold();  // the loop never runs: what is checked happens in the caller's thread
-  Start(size_t{0}, 0);
+  Start(absl::StatusOr<size_t>(0), 0);
   fuse_attr_out attr{};
   attr.attr_valid = 60;
   attr.attr.ctime = 1;
@@ -247,6 +263,37 @@ TEST_F(NotifierResetTest, TheMountsOwnCopiesGoAtOnce) {
   xattrs_.RecordAbsent(10, ticket, 2);  // its ENODATA, answered after the reset
   EXPECT_FALSE(xattrs_.KnownAbsent(10, kCapabilityXattr, 3));
   notifier_.Release();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+}
+
+TEST(NotifierLossTest, RecordsTheQueueCannotTakeResetTheKernelsCaches) {
+  KernelNotifier notifier(UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), nullptr, nullptr,
+                          nullptr, nullptr, /*max_queued=*/2);
+  std::atomic<int> epochs{0};
+  notifier.set_writer_for_test([](const wire::Invalidation&) { return 0; },
+                               [&epochs] { return ++epochs, 0; });
+  notifier.set_held_nodes([] { return std::vector<uint64_t>{5}; });
+  notifier.set_submounts([] { return absl::StatusOr<size_t>(size_t{0}); });
+  notifier.Hold();
+  notifier.Start();
+  std::vector<wire::Invalidation> records(2);
+  records[0].nodeid = 1;
+  records[1].nodeid = 2;
+  notifier.Post(records);
+  notifier.Release();
+  ASSERT_TRUE(notifier.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs.load(), 0);  // nothing lost yet
+  notifier.Hold();
+  records.push_back(records[0]);
+  records.back().nodeid = 3;
+  notifier.Post(records);  // three for a queue of two
+  notifier.Release();
+  ASSERT_TRUE(notifier.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs.load(), 1);
+  KernelNotifier::Counters counters = notifier.counters();
+  EXPECT_EQ(counters.dropped, 1u);
+  EXPECT_EQ(counters.resets, 1u);
+  EXPECT_EQ(counters.written, 2u + 2u + 2u);  // two, then two, and node 5 and the root
 }
 
 }  // namespace

@@ -268,7 +268,7 @@ absl::Status MountSession::StartNotifier() {
       std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get(),
       complete_dirs_.get(), kept_entries_.get());
   if (ledger_) notifier_->set_held_nodes([ledger = ledger_.get()] { return ledger->NodeIds(); });
-  if (device_ != 0) {
+  if (options_.reset_names && device_ != 0) {
     notifier_->set_submounts([device = device_] { return MountsInside(device); });
   }
   notifier_->Hold();  // until ProbeMount has primed the root's attributes

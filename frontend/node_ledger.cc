@@ -28,13 +28,30 @@ void NodeLedger::SetHandles(const wire::NodeHandleRecord* records, size_t count)
 
 void NodeLedger::AddLookupLocked(uint64_t nodeid) {
   if (nodeid == 0 || nodeid == FUSE_ROOT_ID) return;  // the root is valid on every instance
-  ++nodes_[nodeid].nlookup;
+  auto [it, added] = nodes_.try_emplace(nodeid);
+  ++it->second.nlookup;
+  if (added) {
+    // A lookup that crossed the FORGET of the same node: the server still had the node, so it
+    // sent no handle again; the one it sent before still names it (ids are never reused).
+    if (auto old = forgotten_.find(nodeid); old != forgotten_.end()) {
+      it->second.handle = old->second;
+      forgotten_.erase(old);
+    }
+  }
 }
 
 void NodeLedger::ForgetLocked(uint64_t nodeid, uint64_t nlookup) {
   auto it = nodes_.find(nodeid);
   if (it == nodes_.end()) return;
   if (it->second.nlookup <= nlookup) {
+    if (it->second.handle.handle_bytes != 0) {
+      if (forgotten_order_.size() >= kForgottenHandles) {
+        forgotten_.erase(forgotten_order_.front());
+        forgotten_order_.pop_front();
+      }
+      forgotten_[nodeid] = it->second.handle;
+      forgotten_order_.push_back(nodeid);
+    }
     nodes_.erase(it);
   } else {
     it->second.nlookup -= nlookup;

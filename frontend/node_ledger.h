@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -77,6 +78,13 @@ class NodeLedger {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, OpenFile> files_ ABSL_GUARDED_BY(mu_);
+  // Handles of nodes whose last lookup was forgotten, the newest kForgottenHandles, for a LOOKUP
+  // of the node that crossed its FORGET (the server then sends no handle again). Without it
+  // such a node could not be reclaimed (ESTALE after a restart), e.g. when the kernel drops and
+  // looks up again many dentries at once (reset_names, drop_caches).
+  static constexpr size_t kForgottenHandles = 1 << 16;
+  absl::flat_hash_map<uint64_t, wire::NodeHandleRecord> forgotten_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> forgotten_order_ ABSL_GUARDED_BY(mu_);  // may name nodes found again
 };
 
 }  // namespace ringfs::frontend

@@ -91,6 +91,24 @@ TEST(NodeLedgerTest, NodesWithoutHandleAreCountedNotSent) {
   EXPECT_EQ(ledger.nodes(), 1u);
 }
 
+// The kernel forgets a node while a LOOKUP of it is on its way back: the server still had it,
+// so that reply brings no handle; the node must keep the handle it had (else: ESTALE after the
+// next restart, seen in it_reclaim's kill cycles when every name was looked up again at once).
+TEST(NodeLedgerTest, ALookupThatCrossedTheForgetKeepsTheHandle) {
+  NodeLedger ledger;
+  Handle(ledger, 11);
+  Entry(ledger, FUSE_LOOKUP, 11);
+  std::string forget = Forget(11, 1);
+  ledger.OnForget(forget.data(), forget.size());
+  EXPECT_EQ(ledger.nodes(), 0u);
+  Entry(ledger, FUSE_LOOKUP, 11);  // no new handle with it
+  NodeLedger::Snapshot snapshot = ledger.Take();
+  ASSERT_EQ(snapshot.nodes.size(), 1u);
+  EXPECT_EQ(snapshot.nodes[0].handle.nodeid, 11u);
+  EXPECT_EQ(snapshot.nodes[0].nlookup, 1u);
+  EXPECT_EQ(snapshot.nodes_without_handle, 0u);
+}
+
 TEST(NodeLedgerTest, ReaddirplusEntriesButDotsCount) {
   NodeLedger ledger;
   std::string body;

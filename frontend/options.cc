@@ -111,6 +111,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->complete_dirs = false;
   } else if (key == "no_kept_entries") {
     out->kept_entries = false;
+  } else if (key == "reset_names") {
+    out->reset_names = true;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -243,6 +245,8 @@ std::string Usage() {
          "         directory this mount made, or the server found empty, is answered here)\n"
          "         no_kept_entries (the kernel's FORGETs go to the server at once; default: the\n"
          "         entries of forgotten nodes are kept to answer their next LOOKUP)\n"
+         "         reset_names (after a lost connection also drop cached names; detaches\n"
+         "         anything mounted inside this mount, in every mount namespace)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

@@ -81,6 +81,10 @@ struct MountOptions {
   // Keep the entries of nodes the kernel forgets (frontend/kept_entries.h), withholding their
   // FORGETs; no_kept_entries: every FORGET goes to the server. Only with complete_dirs.
   bool kept_entries = true;
+  // reset_names: when invalidations may have been lost, also mark every cached name stale
+  // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
+  // detaches anything mounted on a directory of this mount, in every mount namespace.
+  bool reset_names = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

@@ -73,6 +73,9 @@ class ReclaimTest : public MountedTest {
     MountOptions o;
     o.transport = GetParam();
     o.extra = {"hard"};
+    // Each restart resets the kernel's caches; on the ring also its names (every dentry looked
+    // up again while fio runs: LOOKUPs crossing FORGETs, NodeLedger's forgotten handles).
+    if (o.transport == "uring") o.extra.push_back("reset_names");
     return o;
   }
 

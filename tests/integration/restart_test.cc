@@ -284,8 +284,8 @@ TEST_P(RestartTest, ANameChangedWhileTheServerWasDownIsSeenThoughTheMountKeptIt)
   EXPECT_NE(::stat(env_->Exp("kept/c").c_str(), &st), 0);
 }
 
-// What the kernel cached before a server restart (names, attributes, data; 60 s lifetimes) is
-// not trusted after it: the new instance cannot push what changed meanwhile (here on the export
+// What the kernel cached before a server restart (attributes and data; 60 s lifetimes) is not
+// trusted after it: the new instance cannot push what changed meanwhile (here on the export
 // itself, as a process on the storage node or another client of the new instance would), so the
 // mount resets the kernel's caches when it reconnects (KernelNotifier::ResetKernelCaches).
 // Without that, the old mode, size and name below stay visible for their whole lifetime.
@@ -301,8 +301,10 @@ TEST_P(RestartTest, WhatTheKernelCachedBeforeARestartIsAskedForAgain) {
   ASSERT_EQ(::stat(Mnt("cached/x").c_str(), &st), 0) << ErrnoName(errno);
   ASSERT_EQ(st.st_mode & 07777, 0644u);
   ASSERT_EQ(::stat(Mnt("cached/y").c_str(), &st), 0) << ErrnoName(errno);
+  OpenFds open_fds;
   const int open_fd = ::open(Mnt("cached/x").c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(open_fd, 0) << ErrnoName(errno);
+  open_fds.Add(open_fd);
 
   ASSERT_TRUE(env_->WaitMountServing());
   ASSERT_TRUE(env_->KillServer());
@@ -330,25 +332,63 @@ TEST_P(RestartTest, WhatTheKernelCachedBeforeARestartIsAskedForAgain) {
   ASSERT_EQ(::stat(Mnt("cached/x").c_str(), &st), 0) << ErrnoName(errno);
   EXPECT_EQ(st.st_mode & 07777, 0600u) << "the mode cached before the restart is still seen";
   EXPECT_EQ(st.st_size, 9) << "the size cached before the restart is still seen";
+  // Even without reset_names: the kernel's GETATTR of the removed file gets ESTALE (the new
+  // instance could not reclaim it), and the kernel then looks the name up again.
   EXPECT_NE(::stat(Mnt("cached/y").c_str(), &st), 0) << "a name removed meanwhile is still seen";
   ASSERT_EQ(::fstat(open_fd, &st), 0) << ErrnoName(errno);
   EXPECT_EQ(st.st_size, 9) << "an open file keeps the size cached before the restart";
   char buf[16] = {};
   EXPECT_EQ(::pread(open_fd, buf, sizeof(buf), 0), 9) << ErrnoName(errno);
   EXPECT_EQ(std::string(buf), "onetwotwo");
-  ::close(open_fd);
 }
 
-// The kernel detaches a mount whose dentry fails revalidation, so with something mounted inside
-// the mount the reset keeps cached names (they live out their lifetime) and drops only cached
-// attributes and data: an operator's bind mount must survive a server restart.
-TEST_P(RestartTest, AMountInsideTheMountSurvivesARestart) {
+RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);
+
+// With reset_names, a reset also marks every cached name stale (FUSE_NOTIFY_INC_EPOCH).
+class ResetNamesTest : public RestartTest {
+ protected:
+  MountOptions Options() const override {
+    MountOptions o = RestartTest::Options();
+    o.extra = {"reset_names"};
+    return o;
+  }
+};
+
+// A name the kernel cached as absent (negative entries live as long as positive ones, 60 s)
+// and created while the server was down is found as soon as the mount reconnects. Without
+// reset_names it stays hidden for the rest of its lifetime.
+TEST_P(ResetNamesTest, ANameCachedAsAbsentIsFoundAfterARestart) {
+  ASSERT_EQ(::mkdir(env_->Exp("shared").c_str(), 0755), 0) << ErrnoName(errno);
+  struct stat st;
+  ASSERT_EQ(::stat(Mnt("shared").c_str(), &st), 0) << ErrnoName(errno);
+  ASSERT_NE(::stat(Mnt("shared/later").c_str(), &st), 0);
+  ASSERT_EQ(errno, ENOENT);
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  { std::ofstream(env_->Exp("shared/later")) << "made while the server was down"; }
+  ASSERT_TRUE(env_->RestartServer());
+  struct statfs fs;
+  ASSERT_EQ(RetryWhileReconnecting([&] { return ::statfs(Mnt("").c_str(), &fs) == 0 ? 0 : errno; }),
+            0);
+  const auto deadline = Clock::now() + seconds(5);
+  int err = ENOENT;
+  while (err != 0 && Clock::now() < deadline) {
+    err = ::stat(Mnt("shared/later").c_str(), &st) == 0 ? 0 : errno;
+    if (err != 0) std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(err, 0) << "a name made while the server was down stays hidden: " << ErrnoName(err);
+}
+
+// The kernel detaches a mount whose dentry fails revalidation, so even with reset_names a reset
+// keeps cached names while something is mounted inside the mount (they live out their lifetime)
+// and drops only cached attributes and data: an operator's bind mount survives a restart.
+TEST_P(ResetNamesTest, AMountInsideTheMountSurvivesARestart) {
   ASSERT_EQ(::mkdir(Mnt("inner").c_str(), 0755), 0) << ErrnoName(errno);
   ASSERT_EQ(::mkdir(Mnt("inner/on").c_str(), 0755), 0) << ErrnoName(errno);
   int fd = ::open(Mnt("inner/f").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0) << ErrnoName(errno);
   ::close(fd);
-  const std::string source = ::testing::TempDir() + "ringfs-bind-source";
+  const std::string source = env_->base() + "/bind-source";
   ::mkdir(source.c_str(), 0755);
   { std::ofstream(source + "/marker") << "here"; }
   ASSERT_EQ(::mount(source.c_str(), Mnt("inner/on").c_str(), nullptr, MS_BIND, nullptr), 0)
@@ -374,7 +414,7 @@ TEST_P(RestartTest, AMountInsideTheMountSurvivesARestart) {
   ::umount2(Mnt("inner/on").c_str(), MNT_DETACH);
 }
 
-RINGFS_INSTANTIATE_TRANSPORTS(RestartTest);
+RINGFS_INSTANTIATE_TRANSPORTS(ResetNamesTest);
 
 }  // namespace
 }  // namespace ringfs::testing
