@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 
@@ -188,30 +188,44 @@ absl::StatusOr<dev_t> MountedDevice(const std::string& mountpoint) {
   return found;
 }
 
-absl::StatusOr<size_t> MountsInside(dev_t device) {
-  std::ifstream in("/proc/self/mountinfo");
-  if (!in) return absl::UnavailableError("cannot read /proc/self/mountinfo");
-  std::vector<std::pair<std::string, std::string>> parents;  // (mount id, parent id)
-  absl::flat_hash_set<std::string> ours;
+size_t CountMountsInside(std::istream& mountinfo, dev_t device) {
+  struct Mount {
+    std::string id, parent, root, point;
+  };
+  std::vector<Mount> mounts;
+  absl::flat_hash_map<std::string, size_t> ours;  // mount id -> index, for this file system
   std::string line;
-  while (std::getline(in, line)) {
-    // id parent major:minor ...
+  while (std::getline(mountinfo, line)) {
+    // id parent major:minor root mountpoint ...
     std::istringstream fields(line);
-    std::string id, parent, numbers;
-    fields >> id >> parent >> numbers;
+    Mount mount;
+    std::string numbers;
+    fields >> mount.id >> mount.parent >> numbers >> mount.root >> mount.point;
     unsigned major_number = 0, minor_number = 0;
     if (sscanf(numbers.c_str(), "%u:%u", &major_number, &minor_number) == 2 &&
         makedev(major_number, minor_number) == device) {
-      ours.insert(id);
+      ours[mount.id] = mounts.size();
     }
-    parents.emplace_back(std::move(id), std::move(parent));
+    mounts.push_back(std::move(mount));
   }
   size_t inside = 0;
-  for (const auto& [id, parent] : parents) {
-    // A ringfs mount bound inside itself counts too: its mountpoint is one of our dentries.
-    if (id != parent && ours.contains(parent)) ++inside;
+  for (const Mount& mount : mounts) {
+    auto parent = ours.find(mount.parent);
+    if (mount.id == mount.parent || parent == ours.end()) continue;
+    // Stacked on the file system's own root (the parent mounts its root, and the child sits at
+    // the same place): that dentry is never revalidated, so nothing detaches it. A ringfs
+    // mount bound inside itself counts: its mountpoint is one of our dentries.
+    const Mount& under = mounts[parent->second];
+    if (under.root == "/" && mount.point == under.point) continue;
+    ++inside;
   }
   return inside;
+}
+
+absl::StatusOr<size_t> MountsInside(dev_t device) {
+  std::ifstream in("/proc/self/mountinfo");
+  if (!in) return absl::UnavailableError("cannot read /proc/self/mountinfo");
+  return CountMountsInside(in, device);
 }
 
 bool UringModuleParameterEnabled() {

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <istream>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -44,8 +45,10 @@ absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device);
 bool UringModuleParameterEnabled();
 
 // How many mounts sit on directories of file system `device` (a MountedDevice() result), in
-// this process's mount namespace: mounts whose parent mount is one of that file system's.
+// this process's mount namespace: mounts whose parent mount is one of that file system's,
+// except those stacked on its root. CountMountsInside reads a mountinfo text (tests).
 absl::StatusOr<size_t> MountsInside(dev_t device);
+size_t CountMountsInside(std::istream& mountinfo, dev_t device);
 
 // The device number of the file system mounted at `mountpoint`, read from /proc/self/mountinfo
 // (stat() on a FUSE mount would ask the daemon, which may be the caller).
