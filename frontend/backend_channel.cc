@@ -344,20 +344,24 @@ void BackendChannel::OnSend(int res) {
     return;
   }
   size_t left = res > 0 ? static_cast<size_t>(res) : 0;
+  if (left > 0) last_send_ns_ = MonotonicNs();
   while (left > 0 && covered > 0 && !send_queue_.empty()) {
     SendItem& item = send_queue_.front();
     size_t size = item.slot == kOneWay ? item.one_way.size() : records_[item.slot]->frame_bytes;
     size_t rest = size - front_sent_;
     // Bytes of it went out: the server may have it (or will, once the rest follows).
-    if (item.slot != kOneWay) {
-      Record& r = *records_[item.slot];
-      if (r.reached && r.reached_instance != server_instance_) r.reached_another = true;
-      r.reached = true;
-      r.reached_instance = server_instance_;
-    }
+    if (item.slot != kOneWay) records_[item.slot]->reached = true;
     if (left < rest) {
       front_sent_ += left;
       break;
+    }
+    if (item.slot != kOneWay) {
+      // Whole: that instance can run it.
+      Record& r = *records_[item.slot];
+      if (r.reached_instance != 0 && r.reached_instance != server_instance_) {
+        r.reached_another = true;
+      }
+      r.reached_instance = server_instance_;
     }
     left -= rest;
     front_sent_ = 0;
@@ -559,12 +563,15 @@ void BackendChannel::Install(ServerSession session) {
       if (config_.kept != nullptr) config_.kept->Reset();
     }
   }
+  const bool quick_return = ended_cleanly_ && now - ended_ns_ <= kQuickReconnectNs;
   if (config_.notifier != nullptr && ever_connected_ &&
-      (session.instance_id != server_instance_ || !ended_cleanly_)) {
+      (session.instance_id != server_instance_ || !quick_return)) {
     // Pushes may be lost: a new instance knows nothing of what this mount caches until it
-    // reclaims, and a connection that broke (rather than the server closing it, after which
-    // everything it had sent was read) loses what was in flight. The kernel forgets what it
-    // cached before. Not after the server's idle close of this queue's connection.
+    // reclaims; a connection that broke, or one the server closed for another reason than
+    // idleness, loses what was in flight or queued; and while the mount had no connection for
+    // long the server may have dropped queued records (beyond 65,536) or this client's state
+    // (--reclaim-grace). The kernel forgets what it cached before. Not after the server's idle
+    // close of this queue's connection followed by a prompt reconnect.
     config_.notifier->ResetKernelCaches();
   }
   server_max_inflight_ = session.max_inflight;
@@ -718,6 +725,7 @@ void BackendChannel::OnReclaimReply(int error, size_t body) {
 void BackendChannel::Fail(std::string_view why, bool clean) {
   if (state_ != State::kUp) return;
   ended_cleanly_ = clean;
+  ended_ns_ = MonotonicNs();
   RINGFS_LOG_WARN("queue %u: connection to %s lost (%s); %u requests at the server will be "
                   "sent again",
                   config_.queue, config_.address.text, why, on_wire_);
@@ -1072,9 +1080,15 @@ void BackendChannel::OnRecv(int res) {
     return;
   }
   if (res <= 0) {
+    // Clean only as the server's idle close looks: between frames, and nothing sent for a
+    // while. Other closes of the server (a frame it refused, a TLS error) come right after our
+    // bytes and may drop what it had queued for us, invalidations included.
+    const bool idle_close = res == 0 && mode_ == RecvMode::kStaging &&
+                            staging_end_ == staging_begin_ &&
+                            MonotonicNs() - last_send_ns_ >= kQuietBeforeCleanCloseNs;
     Fail(res == 0 ? std::string("server closed the connection")
                   : absl::StrFormat("receive failed: %s", std::strerror(-res)),
-         /*clean=*/res == 0);
+         /*clean=*/idle_close);
     return;
   }
   if (mode_ == RecvMode::kDirect || mode_ == RecvMode::kDiscard) {
@@ -1229,6 +1243,8 @@ void BackendChannel::GiveBack(uint32_t opcode, uint64_t nodeid, const char* body
   if (has_entry && entry.nodeid != 0 && entry.nodeid != FUSE_ROOT_ID) {
     fuse_in_header in{};
     in.opcode = FUSE_FORGET;
+    // Never 0: the server refuses a frame with unique 0 and closes the connection.
+    in.unique = kReclaimUnique | ++reclaim_uniques_;
     in.nodeid = entry.nodeid;
     fuse_forget_in forget{1};
     in.len = sizeof(in) + sizeof(forget);

@@ -216,8 +216,8 @@ class BackendChannel {
     bool dir_empty = false;     // its reply carried the trailer of a directory found empty
     bool change = false;        // may change what a client caches, not settled (CompleteDirs)
     bool reached = false;       // handed to a socket at least once: the server may have it
-    uint64_t reached_instance = 0;  // the server instance it was last handed to
-    bool reached_another = false;   // handed to an instance before that one: it may have run
+    uint64_t reached_instance = 0;  // the server instance it was last handed to whole
+    bool reached_another = false;   // handed whole to an instance before that one: it may have run
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;
@@ -241,6 +241,10 @@ class BackendChannel {
   static constexpr uint32_t kNotify = ~1u;  // current_slot_ of a handle notification
   // Uniques of reclaim frames; the kernel's never have the top bit set.
   static constexpr uint64_t kReclaimUnique = uint64_t{1} << 63;
+  // An EOF after this long without our sending anything looks like the server's idle close.
+  static constexpr uint64_t kQuietBeforeCleanCloseNs = 1'000'000'000;
+  // A clean end followed by a reconnect within this long lost nothing (Install).
+  static constexpr uint64_t kQuickReconnectNs = 1'000'000'000;
 
   uint64_t Tag(Op op) const;
   void OnTick();
@@ -255,7 +259,8 @@ class BackendChannel {
   void PostSend(int fd, const iovec* iov, size_t iovcnt, Op op);
   void ConnectFailed(const absl::Status& status);
   void Install(ServerSession session);
-  // `clean`: the server closed the connection (EOF): everything it sent before was received.
+  // `clean`: the end looks like the server's idle close (an EOF between frames, after we sent
+  // nothing for kQuietBeforeCleanCloseNs): nothing it had for us was lost (Install).
   void Fail(std::string_view why, bool clean = false);
   void FinishDrain();
   // After a handshake: ask the binding whether this instance may get requests.
@@ -341,7 +346,9 @@ class BackendChannel {
   uint64_t timeouts_ = 0;
   uint64_t interrupted_ = 0;
   bool ever_connected_ = false;
-  bool ended_cleanly_ = false;  // the last connection ended with the server's EOF (Fail)
+  bool ended_cleanly_ = false;  // the last connection ended as the server's idle close does (Fail)
+  uint64_t last_send_ns_ = 0;  // when bytes last went to the socket
+  uint64_t ended_ns_ = 0;      // when the last connection ended (Fail)
   uint64_t replayed_removals_ = 0;  // UNLINK/RMDIR ENOENTs answered success (FinishReply)
   __kernel_timespec tick_{};
 

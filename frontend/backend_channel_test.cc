@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <fcntl.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
@@ -87,14 +88,19 @@ class ScriptedServer {
       reply.set_dir_attrs(hello.want_dir_attrs());
       reply.set_invalidations(hello.want_invalidations());
       reply.set_empty_dir_hints(hello.want_empty_dir_hints());
-      // Every connection reaches a new instance: as if the server restarted in between.
-      reply.set_instance_id(++instances_);
+      // Every connection reaches a new instance (as if the server restarted in between), unless
+      // the test says the server lives on.
+      reply.set_instance_id(same_instance_ ? 1000 : ++instances_);
       reply.set_node_handles(hello.want_node_handles());
       if (!wire::SendHandshake(conn.get(), reply).ok()) continue;
       if (reply.result() == wire::ServerHello::OK) script_(conn.get());
     }
   }
 
+ public:
+  std::atomic<bool> same_instance_{false};
+
+ private:
   std::function<void(int)> script_;
   std::string token_;
   std::atomic<int> refused_unanswered_{0};
@@ -896,6 +902,8 @@ TEST(BackendChannelTest, LateRepliesThatReachNoOneAreGivenBack) {
       if (in.opcode == FUSE_FORGET) {
         fuse_forget_in forget;
         std::memcpy(&forget, args.data(), sizeof(forget));
+        // The real server refuses unique 0 and closes the connection (DecodeRequest).
+        EXPECT_NE(in.unique, 0u);
         seen.push_back(absl::StrFormat("forget:%u:%u", in.nodeid, forget.nlookup));
       } else if (in.opcode == FUSE_RELEASE) {
         fuse_release_in release;
@@ -976,6 +984,71 @@ TEST(BackendChannelTest, RemovalsReplayedOnANewInstanceThatFindNoNameSucceed) {
   EXPECT_EQ(h.answers_[2].header.error, -EEXIST);  // MKDIR, replayed
   EXPECT_EQ(h.answers_[3].header.error, -ENOENT);  // UNLINK, sent once
   EXPECT_EQ(h.channel().replayed_removals(), 2u);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+// When a reconnect resets the kernel's caches (BackendChannel::Install): not after the server
+// closed a connection we had left quiet (its idle close) and we came back at once; after it
+// closed one right after our request (as it does on a frame it refuses: what it had queued for
+// us is lost); and after any reconnect to a new instance.
+TEST(BackendChannelTest, TheKernelsCachesAreResetUnlessTheServerClosedAQuietConnection) {
+  std::atomic<int> connection{0};
+  std::atomic<bool> close_now{false};
+  ScriptedServer server([&](int fd) {
+    const int n = connection++;
+    if (n == 1) {
+      ReadRequest(fd);  // closed at once, unanswered
+      return;
+    }
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 20) == 0) {
+        if (close_now.exchange(false)) return;  // an idle close
+        continue;
+      }
+      fuse_in_header in = ReadRequest(fd);
+      if (in.len == 0) return;
+      WriteReply(fd, in.unique, 0, std::string(sizeof(fuse_attr_out), '\0'));
+    }
+  });
+  server.same_instance_ = true;
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(null_fd, 0);
+  KernelNotifier notifier{UniqueFd(null_fd), nullptr, nullptr};
+  notifier.set_writer_for_test([](const wire::Invalidation&) { return 0; });
+  notifier.Start();
+  Harness h(server.address(), "", nullptr, milliseconds(5000), nullptr, nullptr, nullptr,
+            &notifier);
+  auto resets = [&] {
+    EXPECT_TRUE(notifier.WaitIdle(absl::Seconds(5)));
+    return notifier.counters().resets;
+  };
+  auto pump = [&](milliseconds how_long) { h.RunUntil([] { return false; }, how_long); };
+
+  h.Send(0, FUSE_GETATTR, 10, sizeof(fuse_attr_out), sizeof(fuse_attr_out));
+  h.WaitForAnswers(1);
+  pump(milliseconds(1200));  // quiet for longer than kQuietBeforeCleanCloseNs
+  close_now = true;
+  pump(milliseconds(600));   // closed, and back on connection 1
+  EXPECT_EQ(connection.load(), 2);
+  EXPECT_EQ(resets(), 0u) << "an idle close lost nothing";
+
+  h.Send(1, FUSE_GETATTR, 12, sizeof(fuse_attr_out), sizeof(fuse_attr_out));
+  h.WaitForAnswers(2);  // connection 1 closes on it; it is answered on connection 2
+  EXPECT_EQ(h.answers_[1].header.error, 0);
+  EXPECT_EQ(resets(), 1u) << "a close right after our request may have lost queued pushes";
+
+  server.same_instance_ = false;
+  pump(milliseconds(1200));
+  close_now = true;
+  pump(milliseconds(600));  // an idle close, but the next connection is a new instance
+  EXPECT_EQ(connection.load(), 4);
+  EXPECT_EQ(resets(), 2u) << "a new instance knows nothing of what the kernel caches";
 }
 
 }  // namespace

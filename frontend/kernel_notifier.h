@@ -30,8 +30,9 @@
 // the dentry. Repeats of one node are merged (one pending at a time, its data range widened); a
 // repeat that lands counts like an attribute invalidation from the server for the directory
 // fallback's hold.
-// After a connection to the server ended (or the notifier itself dropped records: its queue
-// full, too many repeats pending), invalidations may have been lost: those the server had
+// When a connection to the server ended other than by the server's idle close (BackendChannel::
+// Install decides), or the notifier itself dropped records (its queue full, too many repeats
+// pending), invalidations may have been lost: those the server had
 // sent on it, those it queued beyond its bound while the mount had no connection, and all of
 // them on a new server instance, which does not know what this mount caches until it reclaims.
 // ResetKernelCaches then makes the kernel drop what it learned before: FUSE_NOTIFY_INC_EPOCH

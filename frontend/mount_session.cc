@@ -268,8 +268,11 @@ absl::Status MountSession::StartNotifier() {
       std::move(clone), options_.dir_attrs ? dir_attr_cache_.get() : nullptr, xattrs_.get(),
       complete_dirs_.get(), kept_entries_.get());
   if (ledger_) notifier_->set_held_nodes([ledger = ledger_.get()] { return ledger->NodeIds(); });
-  if (options_.reset_names && device_ != 0) {
-    notifier_->set_submounts([device = device_] { return MountsInside(device); });
+  if (options_.reset_names) {
+    notifier_->set_submounts([device = device_]() -> absl::StatusOr<size_t> {
+      if (device == 0) return absl::UnavailableError("the mount's device is not known");
+      return MountsInside(device);
+    });
   }
   notifier_->Hold();  // until ProbeMount has primed the root's attributes
   notifier_->Start();

@@ -34,7 +34,7 @@ void NodeLedger::AddLookupLocked(uint64_t nodeid) {
     // A lookup that crossed the FORGET of the same node: the server still had the node, so it
     // sent no handle again; the one it sent before still names it (ids are never reused).
     if (auto old = forgotten_.find(nodeid); old != forgotten_.end()) {
-      it->second.handle = old->second;
+      it->second.handle = old->second.handle;
       forgotten_.erase(old);
     }
   }
@@ -46,11 +46,16 @@ void NodeLedger::ForgetLocked(uint64_t nodeid, uint64_t nlookup) {
   if (it->second.nlookup <= nlookup) {
     if (it->second.handle.handle_bytes != 0) {
       if (forgotten_order_.size() >= kForgottenHandles) {
-        forgotten_.erase(forgotten_order_.front());
+        // Only if that entry is still the one the order names (a node forgotten, found and
+        // forgotten again is in the order twice).
+        auto [old_id, old_seq] = forgotten_order_.front();
+        if (auto old = forgotten_.find(old_id); old != forgotten_.end() && old->second.seq == old_seq) {
+          forgotten_.erase(old);
+        }
         forgotten_order_.pop_front();
       }
-      forgotten_[nodeid] = it->second.handle;
-      forgotten_order_.push_back(nodeid);
+      forgotten_[nodeid] = {it->second.handle, ++forgotten_seq_};
+      forgotten_order_.emplace_back(nodeid, forgotten_seq_);
     }
     nodes_.erase(it);
   } else {

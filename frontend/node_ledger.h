@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,9 +83,15 @@ class NodeLedger {
   // of the node that crossed its FORGET (the server then sends no handle again). Without it
   // such a node could not be reclaimed (ESTALE after a restart), e.g. when the kernel drops and
   // looks up again many dentries at once (reset_names, drop_caches).
-  static constexpr size_t kForgottenHandles = 1 << 16;
-  absl::flat_hash_map<uint64_t, wire::NodeHandleRecord> forgotten_ ABSL_GUARDED_BY(mu_);
-  std::deque<uint64_t> forgotten_order_ ABSL_GUARDED_BY(mu_);  // may name nodes found again
+  // At most about 3 MB (16,384 handles of ~170 bytes with the map's overhead).
+  static constexpr size_t kForgottenHandles = 1 << 14;
+  struct Forgotten {
+    wire::NodeHandleRecord handle;
+    uint64_t seq = 0;  // which entry of forgotten_order_ it is
+  };
+  absl::flat_hash_map<uint64_t, Forgotten> forgotten_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, uint64_t>> forgotten_order_ ABSL_GUARDED_BY(mu_);  // (id, seq)
+  uint64_t forgotten_seq_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ringfs::frontend
