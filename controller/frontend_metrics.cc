@@ -168,6 +168,13 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "default), something was mounted inside this mount, or the kernel lacks or refused "
          "FUSE_NOTIFY_INC_EPOCH",
          MetricType::Counter, snapshot.cache_resets_names_kept},
+        {"ringfs_frontend_async_unlinks_total",
+         "Unlinks answered before the server ran them (mount option async_unlink)",
+         MetricType::Counter, snapshot.async_unlinks},
+        {"ringfs_frontend_async_unlink_failures_total",
+         "Unlinks answered early that then failed at the server, or ended without its answer "
+         "(timeout): the name may still exist; each is logged",
+         MetricType::Counter, snapshot.async_unlink_failures},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

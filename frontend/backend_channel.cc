@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -171,10 +172,14 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
       ring_(ring),
       kind_(kind),
       sink_(sink),
-      records_(config_.max_inflight + 1),
+      records_(config_.max_inflight + 1 + (config_.async != nullptr ? kDetached : 0)),
       staging_(kStagingBytes),
       discard_(kDiscardBytes) {
-  by_unique_.reserve(config_.max_inflight + 1);
+  by_unique_.reserve(records_.size());
+  if (config_.async != nullptr) {
+    detached_.resize(kDetached);
+    gate_fd_.Reset(eventfd(0, EFD_CLOEXEC));
+  }
   if (config_.tls != nullptr) tls_ = std::make_unique<tls::RingTransport>(ring_);
   reclaim_slot_ = config_.max_inflight;
   tick_.tv_sec = 0;
@@ -185,9 +190,10 @@ BackendChannel::~BackendChannel() {
   // A receive or send still in the kernel would use our buffers after we are gone: cancel them
   // and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
+  if (gate_fd_.valid()) config_.async->Unregister(gate_fd_.get());
   for (Op op : {Op::kRecv, Op::kSend, Op::kTick, Op::kConnect, Op::kHelloSend, Op::kHelloRecv,
                 Op::kProofSend, Op::kProofRecv, Op::kTlsHandshake, Op::kTlsRecv, Op::kTlsSend,
-                Op::kTlsWake}) {
+                Op::kTlsWake, Op::kFlush, Op::kGateWake}) {
     io_uring_sync_cancel_reg cancel{};
     cancel.addr = Tag(op);
     cancel.flags = IORING_ASYNC_CANCEL_ALL;
@@ -198,7 +204,8 @@ BackendChannel::~BackendChannel() {
 
 uint64_t BackendChannel::Tag(Op op) const {
   // The tick outlives connections: it carries no generation.
-  uint32_t generation = op == Op::kTick ? 0 : generation_ & kGenerationMask;
+  uint32_t generation =
+      op == Op::kTick || op == Op::kFlush || op == Op::kGateWake ? 0 : generation_ & kGenerationMask;
   return (static_cast<uint64_t>(kind_) << 56) | (static_cast<uint64_t>(generation) << 32) |
          static_cast<uint32_t>(op);
 }
@@ -207,7 +214,14 @@ void BackendChannel::Start() {
   io_uring_sqe* sqe = GetSqe(ring_);
   io_uring_prep_timeout(sqe, &tick_, 0, 0);
   io_uring_sqe_set_data64(sqe, Tag(Op::kTick));
+  if (gate_fd_.valid()) ArmGateWake();
   StartConnect();
+}
+
+void BackendChannel::ArmGateWake() {
+  io_uring_sqe* sqe = GetSqe(ring_);
+  io_uring_prep_read(sqe, gate_fd_.get(), &gate_value_, sizeof(gate_value_), 0);
+  io_uring_sqe_set_data64(sqe, Tag(Op::kGateWake));
 }
 
 // ---- requests in ----
@@ -230,6 +244,45 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     r.frame_bytes += parts[i].iov_len;
   }
   r.header.len = static_cast<uint32_t>(r.frame_bytes);
+  r.gate = reply.gate;
+  Admit(reply.slot, received_ns);
+}
+
+void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
+                                    uint64_t received_ns, uint64_t seq) {
+  uint32_t index = 0;
+  while (detached_[index].live) ++index;  // CanDetach() said one is free
+  Detached& d = detached_[index];
+  d.live = true;
+  d.seq = seq;
+  d.frame.clear();
+  for (int i = 0; i < nparts; ++i) {
+    d.frame.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
+  }
+  d.reply.resize(kDetachedReplyBytes);
+  ++detached_live_;
+  const uint32_t slot = reclaim_slot_ + 1 + index;
+  std::unique_ptr<Record>& slot_record = records_[slot];
+  if (!slot_record) slot_record = std::make_unique<Record>();
+  Record& r = *slot_record;
+  r = Record{};
+  r.unique = header.unique;
+  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
+  r.reply = {slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min, bounds.max};
+  r.header = header;
+  r.iov[0] = {&r.header, sizeof(r.header)};
+  r.iov[1] = {d.frame.data(), d.frame.size()};
+  r.iovcnt = d.frame.empty() ? 1 : 2;
+  r.frame_bytes = sizeof(r.header) + d.frame.size();
+  r.header.len = static_cast<uint32_t>(r.frame_bytes);
+  Admit(slot, received_ns);
+}
+
+void BackendChannel::Admit(uint32_t slot, uint64_t received_ns) {
+  Record& r = *records_[slot];
+  const fuse_in_header& header = r.header;
+  const int nparts = r.iovcnt - 1;
+  const iovec* parts = r.iov + 1;
   if (config_.ledger != nullptr && r.iovcnt > 1) {
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
@@ -249,16 +302,30 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   if (config_.request_timeout.count() > 0) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
-  by_unique_[r.unique] = reply.slot;
+  by_unique_[r.unique] = slot;
   ++live_;
-  if (config_.interrupts != nullptr && config_.interrupts->Take(r.unique)) {
+  if (!IsDetached(slot) && config_.interrupts != nullptr && config_.interrupts->Take(r.unique)) {
     // Interrupted before it got here: it never reaches the server.
     ++interrupted_;
-    Answer(reply.slot, -EINTR, 0, ReplyOrigin::kInterrupted);
+    Answer(slot, -EINTR, 0, ReplyOrigin::kInterrupted);
     return;
   }
   r.stage = Stage::kWaiting;
-  waiting_.push_back(reply.slot);
+  waiting_.push_back(slot);
+  if (!IsDetached(slot)) {
+    gathering_ = false;  // what was gathered goes along
+  } else if (!gathering_ && !flush_armed_) {
+    gathering_ = true;
+    detached_gathered_ = 1;
+    flush_armed_ = true;
+    flush_.tv_sec = 0;
+    flush_.tv_nsec = kDetachedBatchNs;
+    io_uring_sqe* sqe = GetSqe(ring_);
+    io_uring_prep_timeout(sqe, &flush_, 0, 0);
+    io_uring_sqe_set_data64(sqe, Tag(Op::kFlush));
+  } else if (gathering_ && ++detached_gathered_ >= kDetachedBatch) {
+    gathering_ = false;
+  }
   FillWindow();
 }
 
@@ -281,8 +348,30 @@ uint32_t BackendChannel::window() const {
 void BackendChannel::FillWindow() {
   if (state_ != State::kUp || hold_ != Hold::kNone) return;
   while (!waiting_.empty() && window() > 0) {
-    uint32_t slot = waiting_.front();
-    waiting_.pop_front();
+    // The oldest that may go: one gated behind early unlinks waits (AsyncRemovals), and
+    // detached ones wait for their batch; the others pass them.
+    auto next = waiting_.begin();
+    if (config_.async != nullptr) {
+      bool asked = false;
+      while (next != waiting_.end()) {
+        if (gathering_ && IsDetached(*next)) {
+          ++next;
+          continue;
+        }
+        const uint64_t gate = records_[*next]->gate;
+        if (config_.async->Passed(gate)) break;
+        if (!asked && gate_fd_.valid()) {
+          // Ask first, then look again: an End in between is not missed.
+          config_.async->WakeAtNextEnd(gate_fd_.get());
+          asked = true;
+          if (config_.async->Passed(gate)) break;
+        }
+        ++next;
+      }
+      if (next == waiting_.end()) break;
+    }
+    uint32_t slot = *next;
+    waiting_.erase(next);
     Record& r = *records_[slot];
     r.stage = Stage::kQueued;
     ++on_wire_;
@@ -734,6 +823,7 @@ void BackendChannel::Fail(std::string_view why, bool clean) {
   // Pushes may be lost from now on: no directory stays known complete, no entry kept.
   if (config_.dirs != nullptr) config_.dirs->Reset();
   if (config_.kept != nullptr) config_.kept->Reset();
+  if (config_.async != nullptr) config_.async->ForgetAll();
   down_since_ns_ = MonotonicNs();
   if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
 }
@@ -790,8 +880,10 @@ void BackendChannel::FinishDrain() {
   }
   held_one_way_.clear();
   send_queue_ = std::move(keep);
-  for (uint32_t slot = 0; slot < reclaim_slot_; ++slot) {
-    if (records_[slot] && records_[slot]->stage == Stage::kSent) replay.push_back(slot);
+  for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+    if (slot != reclaim_slot_ && records_[slot] && records_[slot]->stage == Stage::kSent) {
+      replay.push_back(slot);
+    }
   }
   std::sort(replay.begin(), replay.end(), [this](uint32_t a, uint32_t b) {
     return records_[a]->unique < records_[b]->unique;
@@ -886,6 +978,8 @@ void BackendChannel::OnTick() {
                       config_.request_timeout.count() / 1e3);
     }
   }
+  // Requests gated behind early unlinks another worker's channel carried.
+  if (!waiting_.empty()) FillWindow();
   sink_->OnTick();
 }
 
@@ -1015,11 +1109,62 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
       AdjustOpenReply(r.header.opcode, op_in, op_in_size, r.reply.body, body);
     }
   }
+  if (IsDetached(slot)) {
+    FinishDetached(slot, error, origin);
+    return;
+  }
   fuse_out_header header{};
   header.len = static_cast<uint32_t>(sizeof(header) + body);
   header.error = error;
   header.unique = r.unique;
   answered_.push_back({slot, header, body, origin});
+}
+
+void BackendChannel::FinishDetached(uint32_t slot, int error, ReplyOrigin origin) {
+  const Record& r = *records_[slot];
+  Detached& d = detached_[slot - reclaim_slot_ - 1];
+  d.live = false;
+  --detached_live_;
+  config_.async->End(d.seq, r.header.nodeid);
+  // ENOENT: the name is gone, as asked (another client, or an instance that died after it ran).
+  if (error == 0 || error == -ENOENT) return;
+  config_.async->Failed();
+  const std::string_view name(d.frame.data(), strnlen(d.frame.data(), d.frame.size()));
+  const bool unknown = origin != ReplyOrigin::kServer;
+  RINGFS_LOG_WARN("queue %u: unlink of \"%s\" in directory %llu, answered before the server ran "
+                  "it, %s: %s; the kernel looks the name up again",
+                  config_.queue, std::string(name),
+                  static_cast<unsigned long long>(r.header.nodeid),
+                  unknown ? "ended without the server's answer (it may or may not have run)"
+                          : "failed at the server",
+                  std::strerror(-error));
+  // The kernel dropped the name when the unlink was answered; the server may still have it.
+  if (config_.notifier != nullptr) {
+    std::vector<wire::Invalidation> again(2);
+    again[0].kind = wire::InvalidationKind::kEntry;
+    again[0].nodeid = r.header.nodeid;
+    again[0].name = std::string(name);
+    again[1].kind = wire::InvalidationKind::kInode;
+    again[1].nodeid = r.header.nodeid;
+    config_.notifier->Post(std::move(again));
+  }
+}
+
+bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
+  if (detached_live_ == 0) return false;
+  const uint64_t now = MonotonicNs();
+  if (*deadline_ns == 0) {
+    *deadline_ns = now + kDetachedDrainNs;
+    RINGFS_LOG_INFO("queue %u: the mount ended with %u unlinks answered early not yet answered "
+                    "by the server; waiting for them", config_.queue, detached_live_);
+    return true;
+  }
+  if (now < *deadline_ns) return true;
+  RINGFS_LOG_ERROR("queue %u: %u unlinks answered early were not answered by the server within "
+                   "%llu s of the mount's end; they may not have run",
+                   config_.queue, detached_live_,
+                   static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
+  return false;
 }
 
 void BackendChannel::Deliver() {
@@ -1036,6 +1181,17 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
   Op op = static_cast<Op>(user_data & 0xffffffffu);
   if (op == Op::kTick) {
     OnTick();
+    return;
+  }
+  if (op == Op::kGateWake) {
+    if (res != -ECANCELED) ArmGateWake();
+    FillWindow();
+    return;
+  }
+  if (op == Op::kFlush) {
+    flush_armed_ = false;
+    gathering_ = false;
+    FillWindow();
     return;
   }
   if (op == Op::kTlsRecv || op == Op::kTlsSend || op == Op::kTlsWake) {
@@ -1279,6 +1435,9 @@ void BackendChannel::FinishReply() {
       Fail("malformed invalidation frame");
       return;
     }
+    if (config_.async != nullptr) {
+      for (const wire::Invalidation& record : records) config_.async->Forget(record.nodeid);
+    }
     config_.notifier->Post(std::move(records));
     return;
   }
@@ -1326,7 +1485,10 @@ size_t BackendChannel::TakeTrailers() {
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     // A LOOKUP changed nothing: its snapshot may be older than one a change on another
     // connection brought, so it only says "empty".
-    if (r.header.opcode != FUSE_LOOKUP) config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+    if (r.header.opcode != FUSE_LOOKUP) {
+      config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+      if (config_.async != nullptr) config_.async->Learn(trailer.nodeid, trailer.attr, now_ns);
+    }
     // The trailer of a directory the server found empty (common/dir_attrs.h): a MKDIR's for
     // the directory it made, a negative LOOKUP's for the directory it looked in.
     if (plain >= sizeof(fuse_entry_out)) {

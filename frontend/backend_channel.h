@@ -36,6 +36,7 @@
 #include "common/tls_ring.h"
 #include "common/unique_fd.h"
 #include "common/wire.h"
+#include "frontend/async_removals.h"
 #include "frontend/complete_dirs.h"
 #include "frontend/kept_entries.h"
 #include "frontend/dir_attr_cache.h"
@@ -94,6 +95,8 @@ struct BackendConfig {
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;
+  // Unlinks answered before the server ran them (the async_unlink option); null: off.
+  AsyncRemovals* async = nullptr;
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
@@ -157,6 +160,18 @@ class BackendChannel {
               int nparts, uint64_t received_ns);
   // A request without a reply (FORGET, BATCH_FORGET): the bytes are copied.
   void SubmitOneWay(const void* frame, size_t size);
+  // An UNLINK the mount answers now (AsyncRemovals `seq`): its bytes are copied, the channel
+  // sends it (again after a lost connection) and owns its answer: a failure is logged, counted
+  // and the kernel told to look the name up again. REQUIRES: CanDetach().
+  void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
+                      uint64_t received_ns, uint64_t seq);
+  bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
+  // Early unlinks the server has not answered yet: a worker on its way out waits for them.
+  uint32_t detached() const { return detached_live_; }
+  // The mount ended: whether its worker should keep running for the detached records still
+  // owed to the server, for at most kDetachedDrain from the first call (`*deadline_ns`, 0 before
+  // it); past that they are given up, logged.
+  bool KeepForDetached(uint64_t* deadline_ns);
 
   void OnCompletion(uint64_t user_data, int res);
   // Hands every answered request to the sink. Call from the worker loop.
@@ -196,6 +211,10 @@ class BackendChannel {
     kTlsRecv = 9,
     kTlsSend = 10,
     kTlsWake = 11,
+    // The end of the wait that gathers detached records into one send (kDetachedBatchNs).
+    kFlush = 12,
+    // A read of gate_fd_: an early unlink another channel carried was answered (AsyncRemovals).
+    kGateWake = 13,
   };
   enum class Stage : uint8_t { kFree, kWaiting, kQueued, kSent };
 
@@ -221,6 +240,14 @@ class BackendChannel {
     uint64_t xattr_ticket = 0;  // a GETXATTR of security.capability: XattrAbsenceCache's ticket
     int iovcnt = 0;
     size_t frame_bytes = 0;
+    uint64_t gate = 0;          // PendingReply::gate
+  };
+  // What a detached record (SubmitDetached) owns: the request's bytes and its reply's.
+  struct Detached {
+    bool live = false;
+    uint64_t seq = 0;
+    std::string frame;         // argument struct and payload, as the kernel sent them
+    std::vector<char> reply;   // room for the reply's trailers
   };
   struct SendItem {
     uint32_t slot;          // kOneWay for a one-way frame
@@ -238,6 +265,16 @@ class BackendChannel {
     ReplyOrigin origin;
   };
   static constexpr uint32_t kOneWay = ~0u;
+  // Detached records per channel (their slots follow the reclaim slot): past it unlinks are
+  // synchronous again, which bounds what a slow server can owe.
+  static constexpr uint32_t kDetached = 64;
+  static constexpr size_t kDetachedReplyBytes = 512;
+  static constexpr uint64_t kDetachedDrainNs = 30'000'000'000;
+  // Detached records are sent kDetachedBatch at a time, or kDetachedBatchNs after the first
+  // waited (sooner with any other request): the caller does not wait for them, and each send
+  // wakes the server, which on loopback costs the mount's CPU more than the unlink itself.
+  static constexpr uint32_t kDetachedBatch = 16;
+  static constexpr int64_t kDetachedBatchNs = 1'000'000;
   static constexpr uint32_t kNotify = ~1u;  // current_slot_ of a handle notification
   // Uniques of reclaim frames; the kernel's never have the top bit set.
   static constexpr uint64_t kReclaimUnique = uint64_t{1} << 63;
@@ -292,6 +329,11 @@ class BackendChannel {
   void NoteXattrReply(const Record& r, int error, size_t body);
   void Answer(uint32_t slot, int error, size_t body, ReplyOrigin origin = ReplyOrigin::kServer);
   bool Busy(uint32_t slot) const;
+  bool IsDetached(uint32_t slot) const { return slot > reclaim_slot_; }
+  // The server answered a detached record (or it ended without an answer).
+  void FinishDetached(uint32_t slot, int error, ReplyOrigin origin);
+  // The common part of Submit and SubmitDetached, `r` filled with the request.
+  void Admit(uint32_t slot, uint64_t received_ns);
   uint32_t window() const;
 
   BackendConfig config_;
@@ -350,6 +392,15 @@ class BackendChannel {
   uint64_t last_send_ns_ = 0;  // when bytes last went to the socket
   uint64_t ended_ns_ = 0;      // when the last connection ended (Fail)
   uint64_t replayed_removals_ = 0;  // UNLINK/RMDIR ENOENTs answered success (FinishReply)
+  std::vector<Detached> detached_;  // by slot - reclaim_slot_ - 1
+  uint32_t detached_live_ = 0;
+  bool gathering_ = false;          // detached records wait for their batch (kDetachedBatch)
+  uint32_t detached_gathered_ = 0;  // of this batch
+  bool flush_armed_ = false;        // the kFlush timeout is outstanding
+  UniqueFd gate_fd_;                // eventfd AsyncRemovals writes to (with config_.async)
+  uint64_t gate_value_ = 0;
+  void ArmGateWake();
+  __kernel_timespec flush_{};
   __kernel_timespec tick_{};
 
   // By slot, made on first use: a worker only ever sees the entries that come its way.

@@ -139,7 +139,7 @@ class Harness : public ReplySink {
                    milliseconds timeout = milliseconds(3000),
                    InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
                    ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
-                   CompleteDirs* dirs = nullptr) {
+                   CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -154,6 +154,7 @@ class Harness : public ReplySink {
     config.binding = binding;
     config.notifier = notifier;
     config.dirs = dirs;
+    config.async = async;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -168,7 +169,8 @@ class Harness : public ReplySink {
   // Submits a request whose reply may have [min, max] body bytes, into buffer `slot`.
   // With `reply_over_payload` the reply lands where the payload is, as on the ring transport.
   void Send(uint32_t slot, uint32_t opcode, uint64_t unique, size_t min, size_t max,
-            std::string payload = "", bool reply_over_payload = false, uint64_t nodeid = 1) {
+            std::string payload = "", bool reply_over_payload = false, uint64_t nodeid = 1,
+            uint64_t gate = 0) {
     fuse_in_header in{};
     in.opcode = opcode;
     in.unique = unique;
@@ -178,9 +180,20 @@ class Harness : public ReplySink {
     payloads_[slot] = std::move(payload);
     if (reply_over_payload) payloads_[slot].resize(2 << 20);
     char* body = reply_over_payload ? payloads_[slot].data() : buffers_[slot].data();
-    PendingReply reply{slot, opcode, body, size_t{2} << 20, min, max};
+    PendingReply reply{slot, opcode, body, size_t{2} << 20, min, max, gate};
     iovec part{payloads_[slot].data(), payload_size};
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
+  }
+  // An UNLINK of `name` in `dir` answered early (AsyncRemovals `seq`): the channel owns it.
+  void SendDetached(uint64_t unique, const std::string& name, uint64_t dir, uint64_t seq) {
+    fuse_in_header in{};
+    in.opcode = FUSE_UNLINK;
+    in.unique = unique;
+    in.nodeid = dir;
+    std::string payload = name + std::string(1, '\0');
+    iovec part{payload.data(), payload.size()};
+    ASSERT_TRUE(channel_->CanDetach());
+    channel_->SubmitDetached(in, &part, 1, MonotonicNs(), seq);
   }
   // Runs completions until `done()` (or a generous deadline).
   void RunUntil(const std::function<bool()>& done,
@@ -1049,6 +1062,118 @@ TEST(BackendChannelTest, TheKernelsCachesAreResetUnlessTheServerClosedAQuietConn
   pump(milliseconds(600));  // an idle close, but the next connection is a new instance
   EXPECT_EQ(connection.load(), 4);
   EXPECT_EQ(resets(), 2u) << "a new instance knows nothing of what the kernel caches";
+}
+
+}  // namespace
+}  // namespace ringfs::frontend
+
+namespace ringfs::frontend {
+namespace {
+
+fuse_attr_out DirAttrOf(uint64_t dir) {
+  fuse_attr_out attr{};
+  attr.attr_valid = 60;
+  attr.attr.ino = dir;
+  attr.attr.mode = 040755;
+  return attr;
+}
+
+// Whether anything arrives on `fd` within `ms`.
+bool ArrivesWithin(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms) > 0;
+}
+
+// An unlink answered early goes to the server (its bytes copied: the caller's are gone), and a
+// request that came after it, gated on it, reaches the server only once it was answered.
+TEST(BackendChannelTest, WhatFollowsAnEarlyUnlinkWaitsForItsAnswer) {
+  std::atomic<bool> overtaken{false};
+  std::string name_seen;
+  ScriptedServer server([&](int fd) {
+    std::vector<char> rest;
+    fuse_in_header unlink = ReadRequest(fd, &rest);
+    name_seen.assign(rest.begin(), rest.end());
+    if (ArrivesWithin(fd, 300)) overtaken = true;
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    fuse_in_header lookup = ReadRequest(fd);
+    WriteReply(fd, lookup.unique, -ENOENT, "");
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  AsyncRemovals async;
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  h.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  const uint64_t seq = async.Begin(7, MonotonicNs());
+  ASSERT_GT(seq, 0u);
+  h.SendDetached(20, "gone", 7, seq);
+  h.Send(0, FUSE_LOOKUP, 22, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
+         std::string("gone\0", 5), false, 7, async.Gate());
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.size(), 1u) << "the unlink's own answer never reaches the sink";
+  EXPECT_EQ(h.answers_[0].header.error, -ENOENT);
+  EXPECT_FALSE(overtaken) << "the LOOKUP reached the server before the UNLINK was answered";
+  EXPECT_EQ(name_seen, std::string("gone\0", 5));
+  EXPECT_EQ(async.outstanding(), 0u);
+  EXPECT_EQ(async.failed(), 0u);
+  EXPECT_EQ(h.channel().detached(), 0u);
+  // Its post-op attributes were learned like any other's.
+  EXPECT_EQ(async.Begin(7, MonotonicNs()) > 0, true);
+}
+
+// A connection lost before the server answered: the early unlink is sent again. Its failure
+// there is counted; ENOENT (the name is gone, as asked) is not a failure.
+TEST(BackendChannelTest, EarlyUnlinksAreSentAgainAndTheirFailuresCounted) {
+  std::atomic<int> connection{0};
+  ScriptedServer server([&](int fd) {
+    if (connection++ == 0) {
+      ReadRequest(fd);
+      ReadRequest(fd);  // never answered: the connection ends
+      return;
+    }
+    for (;;) {
+      std::vector<char> rest;
+      fuse_in_header in = ReadRequest(fd, &rest);
+      if (in.len == 0) return;
+      const bool locked = std::string(rest.data()) == "locked";
+      WriteReply(fd, in.unique, locked ? -EPERM : -ENOENT, "");
+    }
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(5000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  h.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  h.SendDetached(30, "locked", 7, async.Begin(7, MonotonicNs()));
+  h.SendDetached(32, "elsewhere", 7, async.Begin(7, MonotonicNs()));
+  h.RunUntil([&] { return h.channel().detached() == 0; }, milliseconds(15000));
+  EXPECT_EQ(h.channel().detached(), 0u);
+  EXPECT_GE(connection.load(), 2);
+  EXPECT_EQ(async.outstanding(), 0u);
+  EXPECT_EQ(async.failed(), 1u);
+  EXPECT_TRUE(h.answers_.empty());
+}
+
+// Without an answer by the deadline an early unlink ends as failed (it may or may not have run)
+// and stops holding back what follows it.
+TEST(BackendChannelTest, AnEarlyUnlinkEndsAtTheDeadline) {
+  ScriptedServer server([&](int fd) {
+    ReadRequest(fd);  // never answered
+    ReadRequest(fd);
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(300), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  h.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  h.SendDetached(40, "slow", 7, async.Begin(7, MonotonicNs()));
+  h.RunUntil([&] { return h.channel().detached() == 0; });
+  EXPECT_EQ(h.channel().detached(), 0u);
+  EXPECT_EQ(async.failed(), 1u);
+  EXPECT_EQ(async.Gate(), 0u);
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ absl::Status DevFuseWorker::Setup() {
                                        .xattrs = config_.backend.xattrs,
                                        .dirs = config_.backend.dirs,
                                        .kept = config_.backend.kept,
-                                       .notifier = config_.backend.notifier},
+                                       .notifier = config_.backend.notifier,
+                                       .async = config_.backend.async},
                      stats_, &*channel_);
   slot_alive_.assign(config_.slots, true);
   slots_.assign(config_.slots, Slot{});
@@ -81,7 +82,9 @@ void DevFuseWorker::PostRead(uint32_t slot) {
 }
 
 void DevFuseWorker::Loop() {
-  while (alive_slots_ > 0) {
+  uint64_t stop_deadline_ns = 0;
+  // Unlinks answered early go to the server before the mount's end lets the worker go.
+  while (alive_slots_ > 0 || backend_->KeepForDetached(&stop_deadline_ns)) {
     int rc = io_uring_submit_and_wait(&ring_, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       RINGFS_LOG_ERROR("%s worker: io_uring_submit_and_wait: %s", config_.role,

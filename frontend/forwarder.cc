@@ -92,6 +92,24 @@ bool BuildsEntry(uint32_t opcode) {
          opcode == FUSE_READDIRPLUS;
 }
 
+// Requests on an open file's data, which no unlink changes: they need not wait for early
+// unlinks (AsyncRemovals). Everything else may look at a name or a link count they change.
+bool IndependentOfUnlinks(uint32_t opcode) {
+  switch (opcode) {
+    case FUSE_UNLINK:  // another name: the kernel never sends two for one name at once
+    case FUSE_READ:
+    case FUSE_WRITE:
+    case FUSE_FLUSH:
+    case FUSE_FSYNC:
+    case FUSE_RELEASE:
+    case FUSE_RELEASEDIR:
+    case FUSE_LSEEK:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool AnswersWithEntry(uint32_t opcode) {
   return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
          opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
@@ -158,6 +176,28 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
+  if (config_.async != nullptr) {
+    if (request.opcode() == FUSE_GETATTR) {
+      // A directory with early unlinks outstanding: its attributes as the server last sent them.
+      if (std::optional<fuse_attr_out> attr = config_.async->DirAttrs(request.header.nodeid)) {
+        std::memcpy(body, &*attr, sizeof(*attr));
+        WorkerStats::Add(stats_->answered_locally);
+        return Answer(request, state, 0, sizeof(*attr), ReplyOrigin::kLocal);
+      }
+    } else if (request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
+      if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
+        RecordSending(request);
+        iovec parts[2];
+        const int nparts = Parts(request, parts);
+        channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq);
+        WorkerStats::Add(stats_->forwarded);
+        WorkerStats::Add(stats_->forwarded_foreground);
+        WorkerStats::Add(stats_->forwarded_by_op[0][FUSE_UNLINK]);
+        WorkerStats::Add(stats_->bytes_to_server, request.body_bytes());
+        return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
+      }
+    }
+  }
   Verdict verdict;
   verdict.kind = Verdict::Kind::kForward;
   return verdict;
@@ -169,19 +209,12 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
-  // The wire wants header | struct | payload. The classic transport has them contiguous; the
-  // ring splits them, and the channel gathers the parts without copying.
-  iovec parts[2] = {{const_cast<char*>(request.op_in), request.op_in_size},
-                    {const_cast<char*>(request.payload), request.payload_size}};
-  int nparts = 2;
-  if (request.op_in + request.op_in_size == request.payload) {
-    parts[0].iov_len += request.payload_size;
-    nparts = 1;
+  if (config_.async != nullptr && !IndependentOfUnlinks(request.opcode())) {
+    pending.gate = config_.async->Gate();
   }
-  // Just before it is sent, on the sending thread: from here to the channel's BeginChange no
-  // other request can record an answer that this one's names or node make stale.
-  RecordNames(request, config_.dirs, config_.kept);
-  if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
+  iovec parts[2];
+  const int nparts = Parts(request, parts);
+  RecordSending(request);
   state->keep_node = request.header.nodeid;
   if (config_.kept != nullptr && config_.dirs != nullptr && AnswersWithEntry(request.opcode())) {
     // Before it is sent: a change sent meanwhile voids what its answer says.
@@ -200,6 +233,25 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   WorkerStats::Add(
       stats_->forwarded_by_op[background ? 1 : 0][request.opcode() % WorkerStats::kOpcodes]);
   WorkerStats::Add(stats_->bytes_to_server, request.body_bytes());
+}
+
+int Forwarder::Parts(const KernelRequest& request, iovec (&parts)[2]) {
+  // The wire wants header | struct | payload. The classic transport has them contiguous; the
+  // ring splits them, and the channel gathers the parts without copying.
+  parts[0] = {const_cast<char*>(request.op_in), request.op_in_size};
+  parts[1] = {const_cast<char*>(request.payload), request.payload_size};
+  if (request.op_in + request.op_in_size == request.payload) {
+    parts[0].iov_len += request.payload_size;
+    return 1;
+  }
+  return 2;
+}
+
+void Forwarder::RecordSending(const KernelRequest& request) {
+  // Just before it is sent, on the sending thread: from here to the channel's BeginChange no
+  // other request can record an answer that this one's names or node make stale.
+  RecordNames(request, config_.dirs, config_.kept);
+  if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
 }
 
 void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, const char* body,

@@ -15,6 +15,7 @@
 #include <span>
 #include <vector>
 
+#include "frontend/async_removals.h"
 #include "frontend/backend_channel.h"
 #include "frontend/complete_dirs.h"
 #include "frontend/kept_entries.h"
@@ -39,6 +40,10 @@ class RequestChannel {
                       const iovec* parts, int nparts, uint64_t received_ns) = 0;
   // As BackendChannel::SubmitOneWay.
   virtual void SubmitOneWay(const void* frame, size_t size) = 0;
+  // As BackendChannel::CanDetach and SubmitDetached.
+  virtual bool CanDetach() const { return false; }
+  virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
+                              int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/) {}
 };
 
 // The worker's BackendChannel behind that seam. REQUIRES: the channel outlives this.
@@ -51,6 +56,11 @@ class BackendRequestChannel final : public RequestChannel {
   }
   void SubmitOneWay(const void* frame, size_t size) override {
     channel_->SubmitOneWay(frame, size);
+  }
+  bool CanDetach() const override { return channel_->CanDetach(); }
+  void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
+                      uint64_t received_ns, uint64_t seq) override {
+    channel_->SubmitDetached(header, parts, nparts, received_ns, seq);
   }
 
  private:
@@ -93,6 +103,7 @@ class Forwarder {
     CompleteDirs* dirs = nullptr;           // null: every LOOKUP goes to the server
     KeptEntries* kept = nullptr;            // null: every FORGET goes to the server (needs dirs)
     KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
+    AsyncRemovals* async = nullptr;         // null: every UNLINK waits for the server
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
@@ -129,6 +140,10 @@ class Forwarder {
  private:
   Verdict Answer(const KernelRequest& request, RequestState* state, int error, size_t body_size,
                  ReplyOrigin origin);
+  // The request's parts as the channel sends them (argument struct, payload); returns how many.
+  static int Parts(const KernelRequest& request, iovec (&parts)[2]);
+  // Before a request goes to the server: what it changes is no longer known by the caches.
+  void RecordSending(const KernelRequest& request);
   // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.
   void Forget(const KernelRequest& request);
   // Sends the lookups KeptEntries gives back to the server as BATCH_FORGETs.

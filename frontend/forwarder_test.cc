@@ -49,9 +49,21 @@ class RecordingChannel final : public RequestChannel {
   void SubmitOneWay(const void* frame, size_t size) override {
     one_way.emplace_back(static_cast<const char*>(frame), size);
   }
+  bool CanDetach() const override { return detach; }
+  void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
+                      uint64_t received_ns, uint64_t seq) override {
+    Submitted call{PendingReply{}, header, "", nparts, received_ns};
+    for (int i = 0; i < nparts; ++i) {
+      call.body.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
+    }
+    call.reply.gate = seq;  // where the test looks for it
+    detached.push_back(call);
+  }
 
   std::vector<Submitted> submitted;
   std::vector<std::string> one_way;
+  bool detach = false;  // CanDetach
+  std::vector<Submitted> detached;
 };
 
 enum class Transport { kRing, kClassic };
@@ -150,7 +162,7 @@ class Harness {
  protected:
   Harness()
       : forwarder_(Forwarder::Config{&dir_attrs_, &interrupts_, FakeClock, nullptr, &dirs_, &kept_,
-                                     &notifier_},
+                                     &notifier_, &async_},
                    &stats_, &channel_) {}
 
   // Decodes and accepts; the view and state are left in request_ and state_.
@@ -189,6 +201,8 @@ class Harness {
   }
 
   DirAttrCache dir_attrs_;
+  // On in every test: it changes nothing until an UNLINK is answered early.
+  AsyncRemovals async_;
   CompleteDirs dirs_{60'000'000'000};
   KeptEntries kept_;
   // Not started: only its count of answers on their way into the kernel is looked at.
@@ -278,6 +292,50 @@ TEST_P(ForwarderTest, GetattrOfAnOpenHandleGoesToTheServer) {
   getattr.getattr_flags = FUSE_GETATTR_FH;
   Delivery delivery = Make(transport(), FUSE_GETATTR, getattr);
   EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+}
+
+// async_unlink: an UNLINK in a directory whose attributes the server sent lately is answered at
+// once and handed to the channel; the directory's GETATTR is answered meanwhile; what follows
+// waits for it unless it is I/O on an open file.
+TEST_P(ForwarderTest, AnUnlinkIsAnsweredAtOnceAndWhatFollowsWaitsForIt) {
+  fuse_attr_out dir{};
+  dir.attr.ino = 7;
+  dir.attr.mode = 040751;
+  async_.Learn(7, dir, fake_now_ns);
+  Delivery unlink = MakeBare(transport(), FUSE_UNLINK, std::string_view("old\0", 4));
+  EXPECT_EQ(Accept(unlink).kind, Verdict::Kind::kForward) << "the channel has no room";
+  channel_.detach = true;
+  Delivery again = MakeBare(transport(), FUSE_UNLINK, std::string_view("old\0", 4));
+  ExpectAnswer(Accept(again), 0, ReplyOrigin::kLocal);
+  ASSERT_EQ(channel_.detached.size(), 1u);
+  EXPECT_EQ(channel_.detached[0].header.opcode, static_cast<uint32_t>(FUSE_UNLINK));
+  EXPECT_EQ(channel_.detached[0].header.nodeid, 7u);
+  EXPECT_EQ(channel_.detached[0].body, std::string("old\0", 4));
+  const uint64_t seq = channel_.detached[0].reply.gate;
+  EXPECT_GT(seq, 0u);
+
+  fuse_getattr_in getattr{};
+  Delivery attr = Make(transport(), FUSE_GETATTR, getattr);
+  Verdict verdict = Accept(attr);
+  ExpectAnswer(verdict, 0, ReplyOrigin::kLocal);
+  fuse_attr_out answered;
+  std::memcpy(&answered, attr.body(), sizeof(answered));
+  EXPECT_EQ(answered.attr.mode, 040751u);
+
+  Delivery lookup = MakeBare(transport(), FUSE_LOOKUP, std::string_view("old\0", 4));
+  EXPECT_EQ(AcceptAndForward(lookup).kind, Verdict::Kind::kForward);
+  Delivery read = Make(transport(), FUSE_READ, ReadIn(4096));
+  EXPECT_EQ(AcceptAndForward(read).kind, Verdict::Kind::kForward);
+  ASSERT_EQ(channel_.submitted.size(), 2u);
+  EXPECT_EQ(channel_.submitted[0].reply.gate, seq) << "the LOOKUP waits for the unlink";
+  EXPECT_EQ(channel_.submitted[1].reply.gate, 0u) << "a READ on an open file does not";
+
+  async_.End(seq, 7);
+  Delivery later = MakeBare(transport(), FUSE_LOOKUP, std::string_view("new\0", 4));
+  EXPECT_EQ(AcceptAndForward(later).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(channel_.submitted.back().reply.gate, 0u) << "nothing outstanding";
+  Delivery attr_later = Make(transport(), FUSE_GETATTR, getattr);
+  EXPECT_EQ(Accept(attr_later).kind, Verdict::Kind::kForward);
 }
 
 TEST_P(ForwarderTest, LookupInADirectoryThisMountMadeIsAnsweredUntilTheNameMayExist) {

@@ -106,6 +106,10 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.kept_entries = kept_entries_->entries();
     snapshot.kept_lookups = kept_entries_->kept();
   }
+  if (async_removals_) {
+    snapshot.async_unlinks = async_removals_->started();
+    snapshot.async_unlink_failures = async_removals_->failed();
+  }
   return snapshot;
 }
 
@@ -131,6 +135,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
+  config.async = async_removals_.get();
   config.request_timeout =
       options_.hard ? std::chrono::milliseconds(0) : options_.request_timeout;
   config.interrupts = interrupts_.get();
@@ -432,11 +437,13 @@ void MountSession::WriteStats() const {
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\nreclaims=%u\nreclaim_refused=%u\n"
-      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\n",
+      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\nasync_unlinks=%u\n"
+      "async_unlink_failures=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
-      snapshot.held_open_files, snapshot.invalidations_written);
+      snapshot.held_open_files, snapshot.invalidations_written, snapshot.async_unlinks,
+      snapshot.async_unlink_failures);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

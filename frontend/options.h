@@ -85,6 +85,9 @@ struct MountOptions {
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
   // detaches anything mounted on a directory of this mount, in every mount namespace.
   bool reset_names = false;
+  // async_unlink: answer an UNLINK before the server has run it (frontend/async_removals.h);
+  // a failure there is then only logged and counted. Off by default, as CephFS's nowsync.
+  bool async_unlink = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

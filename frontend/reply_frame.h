@@ -21,6 +21,9 @@ struct PendingReply {
   size_t capacity = 0;
   size_t min_body = 0;
   size_t max_body = 0;
+  // Not sent before every early unlink up to this one was answered (AsyncRemovals::Gate); 0:
+  // no wait.
+  uint64_t gate = 0;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the

@@ -136,7 +136,8 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
                                        .xattrs = backend_config_.xattrs,
                                        .dirs = backend_config_.dirs,
                                        .kept = backend_config_.kept,
-                                       .notifier = backend_config_.notifier},
+                                       .notifier = backend_config_.notifier,
+                                       .async = backend_config_.async},
                      stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {
@@ -228,7 +229,10 @@ void RingWorker::SubmitCmd(RingEntry* entry, fuse::UringCmd cmd) {
 void RingWorker::Loop() {
   std::vector<RingEntry*> ready;
   std::vector<std::pair<RingEntry*, HandoffKind>> retries;
-  while (!stopping_ && !ReadyToExit()) {
+  uint64_t stop_deadline_ns = 0;
+  while (!ReadyToExit()) {
+    // Unlinks answered early go to the server before the mount's end lets the worker go.
+    if (stopping_ && !backend_->KeepForDetached(&stop_deadline_ns)) break;
     int rc;
     // With the fd withdrawn we wait for peers' sends toward us to close (ReadyToExit); that
     // does not wake us, so we look again shortly.
@@ -623,7 +627,8 @@ void RingWorker::CommitAnswer(RingEntry* entry, const fuse_out_header& header,
 
 bool RingWorker::MayExit() const {
   return held_ == 0 && forwarder_->inflight() == 0 && limiter_.queued() == 0 && ready_.empty() &&
-         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0 && backend_->send_idle();
+         retry_handoffs_.empty() && handoffs_unconfirmed_ == 0 && backend_->send_idle() &&
+         backend_->detached() == 0;
 }
 
 // A retired worker's thread may end only when nothing can land on its ring any more: a MSG_RING

@@ -1,0 +1,101 @@
+// Unlinks answered before the server has run them (the async_unlink mount option), and the
+// order every other request keeps with them.
+//
+// An UNLINK costs the caller two ring round trips, and one of them a server round trip: the
+// UNLINK itself, then the directory's GETATTR the kernel's next permission check asks for (the
+// unlink voided the directory's attributes). With the option the mount answers the UNLINK at
+// once and sends it on (the channel keeps it, replays it after a lost connection, and owns its
+// late answer), and answers that GETATTR from the directory's last attributes the server sent.
+//
+// Order: each such unlink gets a sequence number. Any other request that could see whether it
+// ran (a LOOKUP, READDIR, CREATE, RMDIR, GETATTR, ...) is held in its channel until every
+// unlink started before it was accepted has been answered by the server (Gate, Passed), so it
+// can never overtake one it follows, whichever queue each went through. A request waits only
+// for the unlinks before it: a stream of new ones cannot starve it.
+//
+// Shared by all workers of a mount. Thread-safe; the lock is held only for a map operation.
+#pragma once
+
+#include <linux/fuse.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringfs::frontend {
+
+class AsyncRemovals {
+ public:
+  // A directory's attributes from the server answer early unlinks in it for this long after
+  // they came (each unlink's own answer brings them again).
+  static constexpr uint64_t kFreshNs = 1'000'000'000;
+  // Most early unlinks outstanding in one directory: past it they go the synchronous way.
+  static constexpr uint32_t kMaxPerDir = 4096;
+  // How long the kernel may keep attributes DirAttrs answered. Each unlink voids them anyway;
+  // this spares the second GETATTR of one unlink (its lookup's permission check, then its
+  // own), and bounds how long the directory's times stay those from before the unlinks.
+  static constexpr uint32_t kDirAttrsValidNs = 1'000'000;
+
+  // Post-operation attributes of `dir` the server sent (common/dir_attrs.h), at `now_ns`.
+  void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t now_ns);
+  // What the mount knew of `dir`'s attributes may be stale (an invalidation): not used again
+  // until the server sends them anew.
+  void Forget(uint64_t dir);
+  // Pushes may have been lost (a connection ended): forget every directory's attributes.
+  void ForgetAll();
+
+  // An UNLINK in `dir` may be answered now: its sequence number (> 0), or 0 when it must go the
+  // synchronous way (no fresh attributes of `dir` to answer the kernel's next GETATTR with).
+  uint64_t Begin(uint64_t dir, uint64_t now_ns);
+  // The server answered unlink `seq` in `dir` (or it ended otherwise).
+  void End(uint64_t seq, uint64_t dir);
+
+  // What a request accepted now must wait for: the last unlink started, or 0 when none is
+  // outstanding.
+  uint64_t Gate() const;
+  // Every unlink up to `gate` has been answered by the server. Lock-free.
+  bool Passed(uint64_t gate) const {
+    return gate == 0 || lowest_outstanding_.load(std::memory_order_acquire) > gate;
+  }
+
+  // Write to eventfd `fd` at the next End (a request gated in another worker's channel may
+  // pass now). Registrations are one-shot; REQUIRES: `fd` stays open until Unregister.
+  void WakeAtNextEnd(int fd);
+  void Unregister(int fd);
+
+  // The answer to a GETATTR of `dir` while early unlinks in it are outstanding: its last
+  // attributes from the server, valid for kDirAttrsValidNs (the server's own come once they
+  // are done). None once they were forgotten.
+  std::optional<fuse_attr_out> DirAttrs(uint64_t dir) const;
+
+  // An early unlink failed at the server (or ended without its answer).
+  void Failed();
+
+  uint64_t started() const { return started_.load(std::memory_order_relaxed); }
+  uint64_t failed() const { return failed_.load(std::memory_order_relaxed); }
+  size_t outstanding() const;
+
+ private:
+  struct Dir {
+    fuse_attr_out attr{};
+    uint64_t learned_ns = 0;  // 0: no attributes
+    uint32_t outstanding = 0;
+  };
+  void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<int> wake_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
+  std::atomic<uint64_t> started_{0};
+  std::atomic<uint64_t> failed_{0};
+};
+
+}  // namespace ringfs::frontend

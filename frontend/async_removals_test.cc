@@ -1,0 +1,110 @@
+// AsyncRemovals: which unlinks may be answered early, what waits for them, and the directory
+// attributes answered meanwhile.
+#include "frontend/async_removals.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/unique_fd.h"
+
+namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+fuse_attr_out DirAttr(uint32_t mode, uint64_t valid_s = 60) {
+  fuse_attr_out out{};
+  out.attr_valid = valid_s;
+  out.attr.ino = 7;
+  out.attr.mode = 040000 | mode;
+  out.attr.nlink = 2;
+  return out;
+}
+
+TEST(AsyncRemovalsTest, OnlyWithFreshAttributesOfTheDirectory) {
+  AsyncRemovals async;
+  EXPECT_EQ(async.Begin(7, kSec), 0u) << "nothing known of the directory";
+  async.Learn(7, DirAttr(0755), kSec);
+  EXPECT_EQ(async.Begin(8, kSec), 0u) << "another directory";
+  EXPECT_EQ(async.Begin(7, kSec + AsyncRemovals::kFreshNs + 1), 0u) << "too old";
+  uint64_t seq = async.Begin(7, 2 * kSec - 1);
+  EXPECT_GT(seq, 0u);
+  EXPECT_EQ(async.outstanding(), 1u);
+  EXPECT_EQ(async.started(), 1u);
+  async.End(seq, 7);
+  EXPECT_EQ(async.outstanding(), 0u);
+  async.Forget(7);
+  EXPECT_EQ(async.Begin(7, kSec), 0u) << "forgotten (an invalidation)";
+  async.Learn(7, DirAttr(0755), kSec);
+  async.ForgetAll();
+  EXPECT_EQ(async.Begin(7, kSec), 0u) << "forgotten (a connection ended)";
+}
+
+TEST(AsyncRemovalsTest, ARequestWaitsForTheUnlinksBeforeItOnly) {
+  AsyncRemovals async;
+  EXPECT_EQ(async.Gate(), 0u) << "none outstanding: no wait";
+  EXPECT_TRUE(async.Passed(0));
+  async.Learn(7, DirAttr(0755), kSec);
+  const uint64_t first = async.Begin(7, kSec);
+  const uint64_t second = async.Begin(7, kSec);
+  const uint64_t gate = async.Gate();
+  EXPECT_EQ(gate, second);
+  EXPECT_FALSE(async.Passed(gate));
+  const uint64_t third = async.Begin(7, kSec);  // after the request: not waited for
+  async.End(second, 7);
+  EXPECT_FALSE(async.Passed(gate)) << "the first is still outstanding";
+  async.End(first, 7);
+  EXPECT_TRUE(async.Passed(gate)) << "the third started after the request";
+  EXPECT_FALSE(async.Passed(async.Gate()));
+  async.End(third, 7);
+  EXPECT_EQ(async.Gate(), 0u);
+}
+
+TEST(AsyncRemovalsTest, TheDirectorysAttributesAnswerWhileItsUnlinksAreOutstanding) {
+  AsyncRemovals async;
+  async.Learn(7, DirAttr(0750), kSec);
+  EXPECT_FALSE(async.DirAttrs(7)) << "nothing outstanding: the server is asked";
+  const uint64_t seq = async.Begin(7, kSec);
+  std::optional<fuse_attr_out> attr = async.DirAttrs(7);
+  ASSERT_TRUE(attr);
+  EXPECT_EQ(attr->attr.mode, 040750u);
+  EXPECT_EQ(attr->attr_valid, 0u);
+  EXPECT_EQ(attr->attr_valid_nsec, AsyncRemovals::kDirAttrsValidNs);
+  async.Learn(7, DirAttr(0700), kSec);  // an unlink's own answer
+  EXPECT_EQ(async.DirAttrs(7)->attr.mode, 040700u);
+  async.Forget(7);
+  EXPECT_FALSE(async.DirAttrs(7)) << "stale: the GETATTR goes to the server, after the unlinks";
+  async.End(seq, 7);
+  EXPECT_FALSE(async.DirAttrs(7));
+}
+
+TEST(AsyncRemovalsTest, AtMostSoManyOutstandingInOneDirectory) {
+  AsyncRemovals async;
+  async.Learn(7, DirAttr(0755), kSec);
+  for (uint32_t i = 0; i < AsyncRemovals::kMaxPerDir; ++i) ASSERT_GT(async.Begin(7, kSec), 0u);
+  EXPECT_EQ(async.Begin(7, kSec), 0u);
+}
+
+TEST(AsyncRemovalsTest, AWaiterIsWokenAtTheNextEndOnce) {
+  AsyncRemovals async;
+  async.Learn(7, DirAttr(0755), kSec);
+  UniqueFd wake(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  ASSERT_TRUE(wake.valid());
+  const uint64_t a = async.Begin(7, kSec);
+  const uint64_t b = async.Begin(7, kSec);
+  async.WakeAtNextEnd(wake.get());
+  async.End(a, 7);
+  uint64_t value = 0;
+  ASSERT_EQ(read(wake.get(), &value, sizeof(value)), 8);
+  EXPECT_EQ(value, 1u);
+  async.End(b, 7);  // one-shot: not registered again
+  EXPECT_EQ(read(wake.get(), &value, sizeof(value)), -1);
+  async.WakeAtNextEnd(wake.get());
+  async.Unregister(wake.get());
+  async.End(async.Begin(7, kSec), 7);
+  EXPECT_EQ(read(wake.get(), &value, sizeof(value)), -1);
+}
+
+}  // namespace
+}  // namespace ringfs::frontend

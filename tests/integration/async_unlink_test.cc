@@ -1,0 +1,206 @@
+// The async_unlink mount option (frontend/async_removals.h): unlinks answered before the server
+// ran them. Nothing that follows an unlink may see the name still there (a create of the same
+// name, a readdir, the rmdir of the emptied directory); an unlink the server refuses brings the
+// name back; unlinks answered while the server was stopped are done after it is killed and
+// restarted; and the mount's end waits for those still owed.
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/fs.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "tests/harness/ringfs_test.h"
+
+namespace ringfs::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+class AsyncUnlinkTest : public MountedTest {
+ protected:
+  MountOptions Options() const override {
+    MountOptions o = MountedTest::Options();
+    o.extra = {"async_unlink"};
+    return o;
+  }
+
+  // A counter of the mount's stats file once it reaches `at_least` (the file is rewritten every
+  // second), or its last value after 5 s.
+  uint64_t StatAtLeast(const std::string& key, uint64_t at_least) {
+    const auto deadline = Clock::now() + seconds(5);
+    uint64_t value = 0;
+    for (;;) {
+      Stats stats = env_->ReadStats();
+      value = stats.count(key) ? std::stoull(stats[key]) : 0;
+      if (value >= at_least || Clock::now() >= deadline) return value;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  }
+
+  void Create(const std::string& path, const std::string& content = "x") {
+    int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << path << ": " << ErrnoName(errno);
+    ASSERT_EQ(::write(fd, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+    ::close(fd);
+  }
+
+  std::set<std::string> List(const std::string& dir) {
+    std::set<std::string> names;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return names;
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") names.insert(name);
+    }
+    ::closedir(d);
+    return names;
+  }
+
+  // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s.
+  int WhileReconnecting(const std::function<int()>& attempt) {
+    const auto deadline = Clock::now() + seconds(20);
+    for (;;) {
+      int err = attempt();
+      if ((err != ENOTCONN && err != EIO) || Clock::now() >= deadline) return err;
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+  }
+};
+
+// Whatever follows an unlink through this mount sees the name gone, on either queue.
+TEST_P(AsyncUnlinkTest, WhatFollowsAnUnlinkSeesTheNameGone) {
+  constexpr int kFiles = 300;
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)), "old");
+  std::set<std::string> kept;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "f" + std::to_string(i);
+    ASSERT_EQ(::unlink(Mnt("d/" + name).c_str()), 0) << name << ": " << ErrnoName(errno);
+    struct stat st;
+    if (i % 2 == 0) {
+      // O_EXCL: EEXIST if the CREATE overtook the UNLINK at the server.
+      Create(Mnt("d/" + name), "new");
+      kept.insert(name);
+    } else {
+      EXPECT_NE(::stat(Mnt("d/" + name).c_str(), &st), 0) << name;
+    }
+  }
+  EXPECT_EQ(List(Mnt("d")), kept);
+  for (const std::string& name : kept) {
+    std::ifstream in(Mnt("d/" + name));
+    std::string content;
+    in >> content;
+    EXPECT_EQ(content, "new") << name;
+  }
+  for (const std::string& name : kept) ASSERT_EQ(::unlink(Mnt("d/" + name).c_str()), 0);
+  // ENOTEMPTY if the RMDIR overtook the UNLINKs at the server.
+  EXPECT_EQ(::rmdir(Mnt("d").c_str()), 0) << ErrnoName(errno);
+  EXPECT_NE(::access(Exp("d").c_str(), F_OK), 0) << "the directory is still on the export";
+  EXPECT_GE(StatAtLeast("async_unlinks", kFiles), static_cast<uint64_t>(kFiles))
+      << "unlinks were not answered early";
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
+}
+
+// An unlink the server refuses (the file is immutable on the export) was answered success; the
+// name then comes back, the failure is counted and logged.
+TEST_P(AsyncUnlinkTest, AnUnlinkTheServerRefusesBringsTheNameBack) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  Create(Mnt("d/locked"));
+  int efd = ::open(Exp("d/locked").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(efd, 0) << ErrnoName(errno);
+  int flags = 0;
+  ASSERT_EQ(::ioctl(efd, FS_IOC_GETFLAGS, &flags), 0) << ErrnoName(errno);
+  flags |= FS_IMMUTABLE_FL;
+  ASSERT_EQ(::ioctl(efd, FS_IOC_SETFLAGS, &flags), 0) << ErrnoName(errno);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      int f = 0;
+      ::ioctl(fd, FS_IOC_GETFLAGS, &f);
+      f &= ~FS_IMMUTABLE_FL;
+      ::ioctl(fd, FS_IOC_SETFLAGS, &f);
+      ::close(fd);
+    }
+  } unlock{efd};
+  Create(Mnt("d/fresh"));  // the directory's attributes, just sent by the server
+
+  EXPECT_EQ(::unlink(Mnt("d/locked").c_str()), 0)
+      << "answered before the server ran it: " << ErrnoName(errno);
+  const auto deadline = Clock::now() + seconds(5);
+  struct stat st;
+  int err = ENOENT;
+  while (err != 0 && Clock::now() < deadline) {
+    err = ::stat(Mnt("d/locked").c_str(), &st) == 0 ? 0 : errno;
+    if (err != 0) std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(err, 0) << "the name the server kept stays hidden: " << ErrnoName(err);
+  EXPECT_EQ(::access(Exp("d/locked").c_str(), F_OK), 0);
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 1), 1u);
+  std::ifstream log(env_->mount_log());
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("unlink of \"locked\""), std::string::npos) << env_->DescribeLogs();
+}
+
+// Unlinks answered while the server was stopped (SIGSTOP) are sent again to the server started
+// after a kill -9, and run there.
+TEST_P(AsyncUnlinkTest, UnlinksAnsweredBeforeAKillRunAfterTheRestart) {
+  constexpr int kFiles = 40;  // within what a queue may owe (BackendChannel::kDetached)
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)));
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_EQ(::kill(env_->server_process()->pid(), SIGSTOP), 0);
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+  }
+  EXPECT_EQ(List(Exp("d")).size(), static_cast<size_t>(kFiles)) << "the server is stopped";
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_TRUE(env_->RestartServer());
+  struct statfs fs;
+  ASSERT_EQ(WhileReconnecting([&] { return ::statfs(Mnt("").c_str(), &fs) == 0 ? 0 : errno; }),
+            0);
+  // A listing through the mount waits for the unlinks before it.
+  EXPECT_EQ(WhileReconnecting([&] { return List(Mnt("d")).empty() ? 0 : EEXIST; }), 0);
+  EXPECT_TRUE(List(Exp("d")).empty()) << List(Exp("d")).size() << " files left on the export\n"
+                                      << env_->DescribeLogs();
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
+}
+
+// The mount's end waits for unlinks still owed to the server: a stopped server that comes back
+// within the wait runs them all.
+TEST_P(AsyncUnlinkTest, TheMountsEndWaitsForUnlinksOwed) {
+  constexpr int kFiles = 30;
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)));
+  ASSERT_TRUE(env_->WaitMountServing());
+  const pid_t server = env_->server_process()->pid();
+  ASSERT_EQ(::kill(server, SIGSTOP), 0);
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+  }
+  std::thread resume([server] {
+    std::this_thread::sleep_for(milliseconds(1500));
+    ::kill(server, SIGCONT);
+  });
+  EXPECT_TRUE(env_->Unmount());
+  resume.join();
+  EXPECT_TRUE(List(Exp("d")).empty()) << List(Exp("d")).size() << " files left on the export\n"
+                                      << env_->final_logs() << env_->DescribeLogs();
+}
+
+RINGFS_INSTANTIATE_TRANSPORTS(AsyncUnlinkTest);
+
+}  // namespace
+}  // namespace ringfs::testing
