@@ -33,6 +33,8 @@
 #                     [--rounds N]
 #   RINGFS_BIN=dir  use ringfs-server/ringfs-mount from dir instead of build/bin
 #   RINGFS_BASE_BIN=dir  ringfs-mount of the ringfs-uring-base target (e.g. a build of main)
+#   RINGFS_URING_OPTS=o,p  more -o options of the ringfs-uring target only: with RINGFS_BASE_BIN
+#                   the same build, an A/B of a mount option (e.g. async_unlink)
 #   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576, or the hard limit)
 #   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
 #                   (4 GiB sparse image in the work dir), the same filesystem for every target;
@@ -501,7 +503,9 @@ run_meta() {  # run_meta TARGET DIR: metadata phases at every count; skips what 
       done
       continue
     fi
-    local sub="meta-$n"
+    # A new name each round: the directory is made and removed on the export behind the mounts'
+    # backs (no --export-watch), so a ringfs mount would still hold last round's directory.
+    local sub="meta-$n-r$ROUND"
     rm -rf --one-file-system "${EXPORT:?}/$sub"
     mkdir "$EXPORT/$sub"
     for phase in create stat unlink; do
@@ -605,6 +609,7 @@ for target in ${TARGETS//,/ }; do
       addr="${MAIN_ADDR:-}"
       extra=""
       [ "$target" = ringfs-classic ] && transport=classic
+      [ "$target" = ringfs-uring ] && extra="${RINGFS_URING_OPTS:-}"
       if [ "$target" = ringfs-uring-floor ]; then
         start_server ringfs-server-floor --floor
         addr="$SERVER_ADDR"

@@ -2,48 +2,64 @@
 
 #include <unistd.h>
 
+#include <tuple>
+
 namespace ringfs::frontend {
+
+namespace {
+
+bool Older(const fuse_attr& a, const fuse_attr& b) {
+  return std::tie(a.ctime, a.ctimensec) < std::tie(b.ctime, b.ctimensec);
+}
+
+}  // namespace
 
 void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
-  Dir& d = dirs_[dir];
+  auto [it, inserted] = dirs_.try_emplace(dir);
+  Dir& d = it->second;
+  if (!inserted && Older(attr.attr, d.attr.attr)) return;
   d.attr = attr;
   d.learned_ns = now_ns;
+  if (inserted && dirs_.size() > kMaxDirs) PruneLocked(now_ns);
 }
 
-void AsyncRemovals::Forget(uint64_t dir) {
-  absl::MutexLock lock(&mu_);
-  auto it = dirs_.find(dir);
-  if (it == dirs_.end()) return;
-  if (it->second.outstanding == 0) {
-    dirs_.erase(it);
-  } else {
-    it->second.learned_ns = 0;  // kept for its count of outstanding unlinks
-  }
-}
-
-void AsyncRemovals::ForgetAll() {
-  absl::MutexLock lock(&mu_);
+void AsyncRemovals::PruneLocked(uint64_t now_ns) {
   for (auto it = dirs_.begin(); it != dirs_.end();) {
-    if (it->second.outstanding == 0) {
+    const Dir& d = it->second;
+    const bool stale = d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns;
+    if (d.outstanding == 0 && d.deferred_forgets == 0 && stale) {
       dirs_.erase(it++);
     } else {
-      it->second.learned_ns = 0;
       ++it;
     }
   }
 }
 
+void AsyncRemovals::Forget(uint64_t dir) {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(dir);
+  // Kept with its attributes: their ctime still refuses older answers that arrive later.
+  if (it != dirs_.end()) it->second.learned_ns = 0;
+}
+
+void AsyncRemovals::ForgetAll() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [dir, d] : dirs_) d.learned_ns = 0;
+}
+
 uint64_t AsyncRemovals::Begin(uint64_t dir, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
+  // learned_ns may be a little after now_ns (another worker's clock read): fresh.
   if (it == dirs_.end() || it->second.learned_ns == 0 ||
-      now_ns - it->second.learned_ns > kFreshNs || it->second.outstanding >= kMaxPerDir) {
+      it->second.learned_ns + kFreshNs < now_ns || it->second.outstanding >= kMaxPerDir) {
     return 0;
   }
   ++it->second.outstanding;
   const uint64_t seq = ++next_seq_;
   outstanding_.insert(seq);
+  last_started_.store(seq, std::memory_order_release);
   PublishLowestLocked();
   started_.fetch_add(1, std::memory_order_relaxed);
   return seq;
@@ -59,7 +75,7 @@ void AsyncRemovals::Unregister(int fd) {
   wake_.erase(fd);
 }
 
-void AsyncRemovals::End(uint64_t seq, uint64_t dir) {
+uint64_t AsyncRemovals::End(uint64_t seq, uint64_t dir) {
   absl::MutexLock lock(&mu_);
   outstanding_.erase(seq);
   PublishLowestLocked();
@@ -70,17 +86,23 @@ void AsyncRemovals::End(uint64_t seq, uint64_t dir) {
   }
   wake_.clear();
   auto it = dirs_.find(dir);
-  if (it == dirs_.end()) return;
+  if (it == dirs_.end()) return 0;
   if (it->second.outstanding > 0) --it->second.outstanding;
-  if (it->second.outstanding == 0 && it->second.learned_ns == 0) dirs_.erase(it);
+  if (it->second.outstanding > 0) return 0;
+  const uint64_t forgets = it->second.deferred_forgets;
+  it->second.deferred_forgets = 0;
+  return forgets;
+}
+
+bool AsyncRemovals::DeferForget(uint64_t node, uint64_t nlookup) {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end() || it->second.outstanding == 0) return false;
+  it->second.deferred_forgets += nlookup;
+  return true;
 }
 
 void AsyncRemovals::Failed() { failed_.fetch_add(1, std::memory_order_relaxed); }
-
-uint64_t AsyncRemovals::Gate() const {
-  absl::MutexLock lock(&mu_);
-  return outstanding_.empty() ? 0 : next_seq_;
-}
 
 std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir) const {
   absl::MutexLock lock(&mu_);
@@ -98,6 +120,11 @@ std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir) const {
 size_t AsyncRemovals::outstanding() const {
   absl::MutexLock lock(&mu_);
   return outstanding_.size();
+}
+
+size_t AsyncRemovals::directories() const {
+  absl::MutexLock lock(&mu_);
+  return dirs_.size();
 }
 
 void AsyncRemovals::PublishLowestLocked() {

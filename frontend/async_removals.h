@@ -36,15 +36,19 @@ class AsyncRemovals {
   static constexpr uint64_t kFreshNs = 1'000'000'000;
   // Most early unlinks outstanding in one directory: past it they go the synchronous way.
   static constexpr uint32_t kMaxPerDir = 4096;
+  // Directories whose attributes are kept; past it the stale ones are pruned.
+  static constexpr size_t kMaxDirs = 4096;
   // How long the kernel may keep attributes DirAttrs answered. Each unlink voids them anyway;
   // this spares the second GETATTR of one unlink (its lookup's permission check, then its
   // own), and bounds how long the directory's times stay those from before the unlinks.
   static constexpr uint32_t kDirAttrsValidNs = 1'000'000;
 
-  // Post-operation attributes of `dir` the server sent (common/dir_attrs.h), at `now_ns`.
+  // Attributes of `dir` the server sent (a post-operation trailer, common/dir_attrs.h, or a
+  // SETATTR's answer), at `now_ns`. Older ones than those held (by ctime) are ignored: answers
+  // on different connections arrive in any order.
   void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t now_ns);
-  // What the mount knew of `dir`'s attributes may be stale (an invalidation): not used again
-  // until the server sends them anew.
+  // What the mount knew of `dir`'s attributes may be stale (an invalidation, a SETATTR or xattr
+  // change sent): not used again until the server sends newer ones.
   void Forget(uint64_t dir);
   // Pushes may have been lost (a connection ended): forget every directory's attributes.
   void ForgetAll();
@@ -52,12 +56,21 @@ class AsyncRemovals {
   // An UNLINK in `dir` may be answered now: its sequence number (> 0), or 0 when it must go the
   // synchronous way (no fresh attributes of `dir` to answer the kernel's next GETATTR with).
   uint64_t Begin(uint64_t dir, uint64_t now_ns);
-  // The server answered unlink `seq` in `dir` (or it ended otherwise).
-  void End(uint64_t seq, uint64_t dir);
+  // The server answered unlink `seq` in `dir` (or it ended otherwise). Returns the lookups of
+  // `dir` whose FORGET waited for its last outstanding unlink (DeferForget), to be sent now.
+  [[nodiscard]] uint64_t End(uint64_t seq, uint64_t dir);
+  // The kernel forgot `nlookup` lookups of `node`: true when they must wait because unlinks in
+  // it are outstanding (a FORGET that overtook one could make the server drop the directory it
+  // names, and the unlink fail with ESTALE); End hands them back.
+  bool DeferForget(uint64_t node, uint64_t nlookup);
 
   // What a request accepted now must wait for: the last unlink started, or 0 when none is
   // outstanding.
-  uint64_t Gate() const;
+  uint64_t Gate() const {
+    return lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX
+               ? 0
+               : last_started_.load(std::memory_order_acquire);
+  }
   // Every unlink up to `gate` has been answered by the server. Lock-free.
   bool Passed(uint64_t gate) const {
     return gate == 0 || lowest_outstanding_.load(std::memory_order_acquire) > gate;
@@ -79,14 +92,17 @@ class AsyncRemovals {
   uint64_t started() const { return started_.load(std::memory_order_relaxed); }
   uint64_t failed() const { return failed_.load(std::memory_order_relaxed); }
   size_t outstanding() const;
+  size_t directories() const;
 
  private:
   struct Dir {
     fuse_attr_out attr{};
     uint64_t learned_ns = 0;  // 0: no attributes
     uint32_t outstanding = 0;
+    uint64_t deferred_forgets = 0;  // DeferForget
   };
   void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
@@ -94,6 +110,7 @@ class AsyncRemovals {
   absl::flat_hash_set<int> wake_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
+  std::atomic<uint64_t> last_started_{0};  // Gate(): published before the unlink is answered
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> failed_{0};
 };

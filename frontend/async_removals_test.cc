@@ -32,7 +32,7 @@ TEST(AsyncRemovalsTest, OnlyWithFreshAttributesOfTheDirectory) {
   EXPECT_GT(seq, 0u);
   EXPECT_EQ(async.outstanding(), 1u);
   EXPECT_EQ(async.started(), 1u);
-  async.End(seq, 7);
+  (void)async.End(seq, 7);
   EXPECT_EQ(async.outstanding(), 0u);
   async.Forget(7);
   EXPECT_EQ(async.Begin(7, kSec), 0u) << "forgotten (an invalidation)";
@@ -52,12 +52,12 @@ TEST(AsyncRemovalsTest, ARequestWaitsForTheUnlinksBeforeItOnly) {
   EXPECT_EQ(gate, second);
   EXPECT_FALSE(async.Passed(gate));
   const uint64_t third = async.Begin(7, kSec);  // after the request: not waited for
-  async.End(second, 7);
+  (void)async.End(second, 7);
   EXPECT_FALSE(async.Passed(gate)) << "the first is still outstanding";
-  async.End(first, 7);
+  (void)async.End(first, 7);
   EXPECT_TRUE(async.Passed(gate)) << "the third started after the request";
   EXPECT_FALSE(async.Passed(async.Gate()));
-  async.End(third, 7);
+  (void)async.End(third, 7);
   EXPECT_EQ(async.Gate(), 0u);
 }
 
@@ -71,12 +71,43 @@ TEST(AsyncRemovalsTest, TheDirectorysAttributesAnswerWhileItsUnlinksAreOutstandi
   EXPECT_EQ(attr->attr.mode, 040750u);
   EXPECT_EQ(attr->attr_valid, 0u);
   EXPECT_EQ(attr->attr_valid_nsec, AsyncRemovals::kDirAttrsValidNs);
-  async.Learn(7, DirAttr(0700), kSec);  // an unlink's own answer
+  fuse_attr_out newer = DirAttr(0700);
+  newer.attr.ctime = 5;
+  async.Learn(7, newer, kSec);  // an unlink's own answer
+  EXPECT_EQ(async.DirAttrs(7)->attr.mode, 040700u);
+  async.Learn(7, DirAttr(0777), kSec);  // older (ctime 0), arriving late on another connection
   EXPECT_EQ(async.DirAttrs(7)->attr.mode, 040700u);
   async.Forget(7);
   EXPECT_FALSE(async.DirAttrs(7)) << "stale: the GETATTR goes to the server, after the unlinks";
-  async.End(seq, 7);
+  async.Learn(7, DirAttr(0777), kSec);
+  EXPECT_FALSE(async.DirAttrs(7)) << "older than what was forgotten";
+  (void)async.End(seq, 7);
   EXPECT_FALSE(async.DirAttrs(7));
+}
+
+TEST(AsyncRemovalsTest, ForgetsOfADirectoryWaitForItsUnlinks) {
+  AsyncRemovals async;
+  EXPECT_FALSE(async.DeferForget(7, 1)) << "nothing outstanding";
+  async.Learn(7, DirAttr(0755), kSec);
+  const uint64_t a = async.Begin(7, kSec);
+  const uint64_t b = async.Begin(7, kSec);
+  EXPECT_TRUE(async.DeferForget(7, 2));
+  EXPECT_TRUE(async.DeferForget(7, 1));
+  EXPECT_FALSE(async.DeferForget(8, 1));
+  EXPECT_EQ(async.End(a, 7), 0u) << "one still outstanding";
+  EXPECT_EQ(async.End(b, 7), 3u);
+  EXPECT_FALSE(async.DeferForget(7, 1));
+}
+
+TEST(AsyncRemovalsTest, StaleDirectoriesArePrunedPastTheCap) {
+  AsyncRemovals async;
+  for (uint64_t dir = 1; dir <= AsyncRemovals::kMaxDirs; ++dir) async.Learn(dir, DirAttr(0755), kSec);
+  const uint64_t seq = async.Begin(1, kSec);
+  async.Learn(100'000, DirAttr(0755), 3 * kSec);  // past the cap: the stale ones go
+  EXPECT_EQ(async.directories(), 2u);
+  EXPECT_TRUE(async.DirAttrs(1)) << "a directory with unlinks outstanding stays";
+  EXPECT_GT(async.Begin(100'000, 3 * kSec), 0u);
+  (void)async.End(seq, 1);
 }
 
 TEST(AsyncRemovalsTest, AtMostSoManyOutstandingInOneDirectory) {
@@ -94,15 +125,15 @@ TEST(AsyncRemovalsTest, AWaiterIsWokenAtTheNextEndOnce) {
   const uint64_t a = async.Begin(7, kSec);
   const uint64_t b = async.Begin(7, kSec);
   async.WakeAtNextEnd(wake.get());
-  async.End(a, 7);
+  (void)async.End(a, 7);
   uint64_t value = 0;
   ASSERT_EQ(read(wake.get(), &value, sizeof(value)), 8);
   EXPECT_EQ(value, 1u);
-  async.End(b, 7);  // one-shot: not registered again
+  (void)async.End(b, 7);  // one-shot: not registered again
   EXPECT_EQ(read(wake.get(), &value, sizeof(value)), -1);
   async.WakeAtNextEnd(wake.get());
   async.Unregister(wake.get());
-  async.End(async.Begin(7, kSec), 7);
+  (void)async.End(async.Begin(7, kSec), 7);
   EXPECT_EQ(read(wake.get(), &value, sizeof(value)), -1);
 }
 

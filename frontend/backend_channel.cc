@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -299,7 +300,9 @@ void BackendChannel::Admit(uint32_t slot, uint64_t received_ns) {
                                       nparts > 0 ? parts[0].iov_len : 0);
     if (r.change) config_.dirs->BeginChange();
   }
-  if (config_.request_timeout.count() > 0) {
+  // A detached record has no deadline: it would open the gate of what follows it while the
+  // server may still run it (those requests have their own deadlines), and drop it unsent.
+  if (config_.request_timeout.count() > 0 && !IsDetached(slot)) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
   by_unique_[r.unique] = slot;
@@ -955,7 +958,12 @@ void BackendChannel::OnTick() {
   if (config_.interrupts != nullptr && !config_.interrupts->empty() && live_ > 0) {
     for (uint64_t unique : config_.interrupts->Pending(now)) {
       auto it = by_unique_.find(unique);
-      if (it == by_unique_.end() || !config_.interrupts->Take(unique)) continue;
+      // A detached record's caller was answered success: an INTERRUPT that crossed that answer
+      // must not cancel it.
+      if (it == by_unique_.end() || IsDetached(it->second) ||
+          !config_.interrupts->Take(unique)) {
+        continue;
+      }
       ++interrupted_;
       End(it->second, EINTR, ReplyOrigin::kInterrupted);
     }
@@ -1108,6 +1116,13 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     if (config_.direct_write_only) {
       AdjustOpenReply(r.header.opcode, op_in, op_in_size, r.reply.body, body);
     }
+    if (config_.async != nullptr && r.header.opcode == FUSE_SETATTR &&
+        body >= sizeof(fuse_attr_out)) {
+      // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed.
+      fuse_attr_out attr;
+      std::memcpy(&attr, r.reply.body, sizeof(attr));
+      if (S_ISDIR(attr.attr.mode)) config_.async->Learn(r.header.nodeid, attr, MonotonicNs());
+    }
   }
   if (IsDetached(slot)) {
     FinishDetached(slot, error, origin);
@@ -1125,9 +1140,25 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, ReplyOrigin origin
   Detached& d = detached_[slot - reclaim_slot_ - 1];
   d.live = false;
   --detached_live_;
-  config_.async->End(d.seq, r.header.nodeid);
   // ENOENT: the name is gone, as asked (another client, or an instance that died after it ran).
-  if (error == 0 || error == -ENOENT) return;
+  if (error != 0 && error != -ENOENT) FailedDetached(r, d, error, origin);
+  // After the failure's invalidation is posted: what the gate held back then finds the name.
+  if (uint64_t forgets = config_.async->End(d.seq, r.header.nodeid); forgets > 0) {
+    // The kernel's FORGETs of the directory, held until its unlinks were answered.
+    fuse_in_header in{};
+    in.opcode = FUSE_FORGET;
+    in.unique = kReclaimUnique | ++reclaim_uniques_;  // never 0: the server refuses that
+    in.nodeid = r.header.nodeid;
+    fuse_forget_in forget{forgets};
+    in.len = sizeof(in) + sizeof(forget);
+    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
+    frame.append(reinterpret_cast<const char*>(&forget), sizeof(forget));
+    SubmitOneWay(frame.data(), frame.size());
+  }
+}
+
+void BackendChannel::FailedDetached(const Record& r, const Detached& d, int error,
+                                    ReplyOrigin origin) {
   config_.async->Failed();
   const std::string_view name(d.frame.data(), strnlen(d.frame.data(), d.frame.size()));
   const bool unknown = origin != ReplyOrigin::kServer;
@@ -1185,6 +1216,7 @@ void BackendChannel::OnCompletion(uint64_t user_data, int res) {
   }
   if (op == Op::kGateWake) {
     if (res != -ECANCELED) ArmGateWake();
+    ++gate_wakes_;
     FillWindow();
     return;
   }

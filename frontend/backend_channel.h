@@ -168,6 +168,8 @@ class BackendChannel {
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
   // Early unlinks the server has not answered yet: a worker on its way out waits for them.
   uint32_t detached() const { return detached_live_; }
+  // Times another channel's answered unlink woke this one (AsyncRemovals::WakeAtNextEnd).
+  uint64_t gate_wakes() const { return gate_wakes_; }
   // The mount ended: whether its worker should keep running for the detached records still
   // owed to the server, for at most kDetachedDrain from the first call (`*deadline_ns`, 0 before
   // it); past that they are given up, logged.
@@ -332,6 +334,8 @@ class BackendChannel {
   bool IsDetached(uint32_t slot) const { return slot > reclaim_slot_; }
   // The server answered a detached record (or it ended without an answer).
   void FinishDetached(uint32_t slot, int error, ReplyOrigin origin);
+  // Logs and counts its failure, and has the kernel look the name up again.
+  void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   // The common part of Submit and SubmitDetached, `r` filled with the request.
   void Admit(uint32_t slot, uint64_t received_ns);
   uint32_t window() const;
@@ -399,6 +403,7 @@ class BackendChannel {
   bool flush_armed_ = false;        // the kFlush timeout is outstanding
   UniqueFd gate_fd_;                // eventfd AsyncRemovals writes to (with config_.async)
   uint64_t gate_value_ = 0;
+  uint64_t gate_wakes_ = 0;
   void ArmGateWake();
   __kernel_timespec flush_{};
   __kernel_timespec tick_{};

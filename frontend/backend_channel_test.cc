@@ -1156,11 +1156,53 @@ TEST(BackendChannelTest, EarlyUnlinksAreSentAgainAndTheirFailuresCounted) {
   EXPECT_TRUE(h.answers_.empty());
 }
 
-// Without an answer by the deadline an early unlink ends as failed (it may or may not have run)
-// and stops holding back what follows it.
-TEST(BackendChannelTest, AnEarlyUnlinkEndsAtTheDeadline) {
+// A request gated on an unlink another channel (another queue, another connection) carries is
+// sent when that one is answered: the other channel wakes it through its eventfd.
+TEST(BackendChannelTest, AnUnlinkAnsweredOnOneChannelReleasesWhatWaitsOnAnother) {
+  std::atomic<bool> release{false};
+  std::atomic<bool> lookup_seen{false};
+  ScriptedServer unlinks([&](int fd) {
+    fuse_in_header unlink = ReadRequest(fd);
+    while (!release) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    ReadRequest(fd);
+  });
+  ScriptedServer lookups([&](int fd) {
+    fuse_in_header lookup = ReadRequest(fd);
+    lookup_seen = lookup.opcode == FUSE_LOOKUP;
+    WriteReply(fd, lookup.unique, -ENOENT, "");
+    ReadRequest(fd);
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  Harness a(unlinks.address(), "", &cache, milliseconds(5000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  Harness b(lookups.address(), "", &cache, milliseconds(5000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  a.WaitConnected();
+  b.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  a.SendDetached(70, "gone", 7, async.Begin(7, MonotonicNs()));
+  b.Send(0, FUSE_LOOKUP, 72, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
+         std::string("gone\0", 5), false, 7, async.Gate());
+  b.RunUntil([] { return false; }, milliseconds(300));
+  EXPECT_FALSE(lookup_seen) << "sent before the unlink was answered";
+  release = true;
+  a.RunUntil([&] { return a.channel().detached() == 0; });
+  b.WaitForAnswers(1);
+  EXPECT_TRUE(lookup_seen);
+  EXPECT_EQ(b.answers_[0].header.error, -ENOENT);
+  EXPECT_GE(b.channel().gate_wakes(), 1u);
+}
+
+// An early unlink has no deadline (ending it would let what follows it run while the server
+// may still run it): what waits for it times out instead, and it runs when the server answers.
+TEST(BackendChannelTest, AnEarlyUnlinkOutlivesTheDeadlineOfWhatWaitsForIt) {
+  std::atomic<bool> release{false};
   ScriptedServer server([&](int fd) {
-    ReadRequest(fd);  // never answered
+    fuse_in_header unlink = ReadRequest(fd);
+    while (!release) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
     ReadRequest(fd);
   });
   AsyncRemovals async;
@@ -1170,10 +1212,79 @@ TEST(BackendChannelTest, AnEarlyUnlinkEndsAtTheDeadline) {
   h.WaitConnected();
   async.Learn(7, DirAttrOf(7), MonotonicNs());
   h.SendDetached(40, "slow", 7, async.Begin(7, MonotonicNs()));
+  h.Send(0, FUSE_LOOKUP, 42, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
+         std::string("slow\0", 5), false, 7, async.Gate());
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.size(), 1u);
+  EXPECT_EQ(h.answers_[0].header.error, -ETIMEDOUT);
+  EXPECT_EQ(h.channel().detached(), 1u);
+  EXPECT_EQ(async.outstanding(), 1u);
+  release = true;
   h.RunUntil([&] { return h.channel().detached() == 0; });
   EXPECT_EQ(h.channel().detached(), 0u);
-  EXPECT_EQ(async.failed(), 1u);
+  EXPECT_EQ(async.failed(), 0u);
   EXPECT_EQ(async.Gate(), 0u);
+}
+
+// The kernel may send an INTERRUPT for an UNLINK just as the mount answers it early: the
+// unlink, answered success, still runs.
+TEST(BackendChannelTest, AnInterruptThatCrossedTheEarlyAnswerDoesNotCancelTheUnlink) {
+  std::atomic<bool> seen{false};
+  ScriptedServer server([&](int fd) {
+    fuse_in_header unlink = ReadRequest(fd);
+    seen = unlink.opcode == FUSE_UNLINK;
+    std::this_thread::sleep_for(milliseconds(300));  // ticks pass meanwhile
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    ReadRequest(fd);
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  InterruptBoard interrupts;
+  Harness h(server.address(), "", &cache, milliseconds(3000), &interrupts, nullptr, nullptr,
+            nullptr, nullptr, &async);
+  h.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  h.SendDetached(50, "x", 7, async.Begin(7, MonotonicNs()));
+  interrupts.Post(50, MonotonicNs());
+  h.RunUntil([&] { return h.channel().detached() == 0; });
+  EXPECT_TRUE(seen);
+  EXPECT_EQ(h.channel().detached(), 0u);
+  EXPECT_EQ(async.failed(), 0u) << "the interrupt cancelled an unlink answered success";
+  EXPECT_EQ(h.channel().interrupts(), 0u);
+}
+
+// A FORGET of the directory held while its unlinks were owed (AsyncRemovals::DeferForget) goes
+// to the server after the last one was answered.
+TEST(BackendChannelTest, AForgetHeldForADirectoryFollowsItsUnlinks) {
+  std::atomic<uint32_t> second_opcode{0};
+  std::atomic<uint64_t> forgot{0}, forgot_node{0};
+  ScriptedServer server([&](int fd) {
+    fuse_in_header unlink = ReadRequest(fd);
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    std::vector<char> rest;
+    fuse_in_header next = ReadRequest(fd, &rest);
+    if (next.opcode == FUSE_FORGET && rest.size() >= sizeof(fuse_forget_in)) {
+      fuse_forget_in in;
+      std::memcpy(&in, rest.data(), sizeof(in));
+      forgot_node = next.nodeid;
+      forgot = in.nlookup;
+      EXPECT_NE(next.unique, 0u);
+    }
+    second_opcode = next.opcode;
+    ReadRequest(fd);
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  h.WaitConnected();
+  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  h.SendDetached(60, "x", 7, async.Begin(7, MonotonicNs()));
+  ASSERT_TRUE(async.DeferForget(7, 3));
+  h.RunUntil([&] { return second_opcode.load() != 0; });
+  EXPECT_EQ(second_opcode.load(), static_cast<uint32_t>(FUSE_FORGET));
+  EXPECT_EQ(forgot_node.load(), 7u);
+  EXPECT_EQ(forgot.load(), 3u);
 }
 
 }  // namespace

@@ -252,6 +252,21 @@ void Forwarder::RecordSending(const KernelRequest& request) {
   // other request can record an answer that this one's names or node make stale.
   RecordNames(request, config_.dirs, config_.kept);
   if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
+  if (config_.async != nullptr) {
+    switch (request.opcode()) {
+      case FUSE_SETATTR:  // its answer brings the new attributes back (BackendChannel::Answer)
+      case FUSE_SETXATTR:  // an ACL may change the mode
+      case FUSE_REMOVEXATTR:
+        config_.async->Forget(request.header.nodeid);
+        break;
+      case FUSE_UNLINK:
+        // A snapshot from before it must not answer the GETATTR after it for its lifetime.
+        if (config_.dir_attrs != nullptr) config_.dir_attrs->Drop(request.header.nodeid);
+        break;
+      default:
+        break;
+    }
+  }
 }
 
 void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, const char* body,
@@ -289,6 +304,8 @@ void Forwarder::Forget(const KernelRequest& request) {
       return;  // still in the server's table: the directory stays known too
     }
     if (config_.dirs != nullptr) config_.dirs->Drop(node);
+    // Sent by the channel that answers the directory's last early unlink.
+    if (config_.async != nullptr && config_.async->DeferForget(node, nlookup)) return;
     channel_->SubmitOneWay(request.frame, request.header.len);
     WorkerStats::Add(stats_->forwarded);
     return;
@@ -303,6 +320,7 @@ void Forwarder::Forget(const KernelRequest& request) {
     std::memcpy(&one, request.payload + i * sizeof(one), sizeof(one));
     if (config_.kept != nullptr && config_.kept->Keep(one.nodeid, one.nlookup, now)) continue;
     if (config_.dirs != nullptr) config_.dirs->Drop(one.nodeid);
+    if (config_.async != nullptr && config_.async->DeferForget(one.nodeid, one.nlookup)) continue;
     sent.push_back(one);
   }
   if (sent.size() == count) {

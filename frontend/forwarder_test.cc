@@ -330,7 +330,17 @@ TEST_P(ForwarderTest, AnUnlinkIsAnsweredAtOnceAndWhatFollowsWaitsForIt) {
   EXPECT_EQ(channel_.submitted[0].reply.gate, seq) << "the LOOKUP waits for the unlink";
   EXPECT_EQ(channel_.submitted[1].reply.gate, 0u) << "a READ on an open file does not";
 
-  async_.End(seq, 7);
+  // A SETATTR sent to the directory voids what the mount knew of its attributes.
+  fuse_setattr_in chmod{};
+  chmod.valid = FATTR_MODE;
+  chmod.mode = 040700;
+  Delivery setattr = Make(transport(), FUSE_SETATTR, chmod);
+  EXPECT_EQ(AcceptAndForward(setattr).kind, Verdict::Kind::kForward);
+  EXPECT_EQ(channel_.submitted.back().reply.gate, seq);
+  Delivery attr_after = Make(transport(), FUSE_GETATTR, getattr);
+  EXPECT_EQ(Accept(attr_after).kind, Verdict::Kind::kForward) << "the old mode answered";
+
+  EXPECT_EQ(async_.End(seq, 7), 0u);
   Delivery later = MakeBare(transport(), FUSE_LOOKUP, std::string_view("new\0", 4));
   EXPECT_EQ(AcceptAndForward(later).kind, Verdict::Kind::kForward);
   EXPECT_EQ(channel_.submitted.back().reply.gate, 0u) << "nothing outstanding";
@@ -740,6 +750,24 @@ TEST(ForwarderNoBoardTest, ClassicInterruptIsDropped) {
   RequestState state;
   EXPECT_EQ(forwarder.Accept(delivery.Decode(), &state, delivery.body()).kind,
             Verdict::Kind::kNone);
+}
+
+// The kernel's FORGET of a directory with early unlinks outstanding waits for them: sent first,
+// it could make the server drop the directory the unlinks name (BackendChannel sends it later).
+TEST_F(ForwarderEdgeTest, AForgetOfADirectoryWithUnlinksOwedWaits) {
+  fuse_attr_out dir{};
+  dir.attr.mode = 040755;
+  async_.Learn(7, dir, fake_now_ns);
+  const uint64_t seq = async_.Begin(7, fake_now_ns);
+  fuse_forget_in forget{};
+  forget.nlookup = 3;
+  Delivery delivery = Make(Transport::kClassic, FUSE_FORGET, forget);
+  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kNone);
+  EXPECT_TRUE(channel_.one_way.empty());
+  EXPECT_EQ(async_.End(seq, 7), 3u) << "handed to the channel that answers the last unlink";
+  Delivery again = Make(Transport::kClassic, FUSE_FORGET, forget);
+  EXPECT_EQ(Accept(again).kind, Verdict::Kind::kNone);
+  EXPECT_EQ(channel_.one_way.size(), 1u) << "none owed: sent at once";
 }
 
 TEST_F(ForwarderEdgeTest, ClassicForgetGoesOneWayWhole) {
