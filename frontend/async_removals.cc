@@ -8,44 +8,61 @@ namespace ringfs::frontend {
 
 namespace {
 
-bool Older(const fuse_attr& a, const fuse_attr& b) {
-  return std::tie(a.ctime, a.ctimensec) < std::tie(b.ctime, b.ctimensec);
+// By ctime, then by the ticket (ctime can be coarser than two changes apart).
+bool Older(const fuse_attr& a, uint64_t a_ticket, const fuse_attr& b, uint64_t b_ticket) {
+  return std::tie(a.ctime, a.ctimensec, a_ticket) < std::tie(b.ctime, b.ctimensec, b_ticket);
 }
 
 }  // namespace
 
-void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t now_ns) {
+void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket,
+                          uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
-  auto [it, inserted] = dirs_.try_emplace(dir);
-  Dir& d = it->second;
-  if (!inserted && Older(attr.attr, d.attr.attr)) return;
+  if (ticket <= pruned_floor_) return;
+  Dir& d = FindOrAddLocked(dir);
+  if (ticket <= d.floor) return;
+  if (d.learned_ns != 0 && Older(attr.attr, ticket, d.attr.attr, d.ticket)) return;
   d.attr = attr;
+  d.ticket = ticket;
   d.learned_ns = now_ns;
-  if (inserted && dirs_.size() > kMaxDirs) PruneLocked(now_ns);
 }
 
-void AsyncRemovals::PruneLocked(uint64_t now_ns) {
+AsyncRemovals::Dir& AsyncRemovals::FindOrAddLocked(uint64_t dir) {
+  auto it = dirs_.find(dir);
+  if (it != dirs_.end()) return it->second;
+  // Not in the map: its floor, if it had one, is below pruned_floor_, which the caller checked.
+  if (dirs_.size() >= kMaxDirs) PruneLocked();
+  return dirs_[dir];
+}
+
+void AsyncRemovals::PruneLocked() {
+  // All that owe nothing: the next kMaxDirs directories learned pay for the next scan.
   for (auto it = dirs_.begin(); it != dirs_.end();) {
-    const Dir& d = it->second;
-    const bool stale = d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns;
-    if (d.outstanding == 0 && d.deferred_forgets == 0 && stale) {
+    if (it->second.outstanding == 0 && it->second.deferred_forgets == 0) {
       dirs_.erase(it++);
     } else {
       ++it;
     }
   }
+  pruned_floor_ = tickets_.load(std::memory_order_relaxed);
 }
 
 void AsyncRemovals::Forget(uint64_t dir) {
   absl::MutexLock lock(&mu_);
-  auto it = dirs_.find(dir);
-  // Kept with its attributes: their ctime still refuses older answers that arrive later.
-  if (it != dirs_.end()) it->second.learned_ns = 0;
+  // Every ticket given so far: a request sent before now may have run before the change.
+  Dir& d = FindOrAddLocked(dir);
+  d.learned_ns = 0;
+  d.floor = tickets_.load(std::memory_order_relaxed);
 }
 
 void AsyncRemovals::ForgetAll() {
   absl::MutexLock lock(&mu_);
-  for (auto& [dir, d] : dirs_) d.learned_ns = 0;
+  const uint64_t floor = tickets_.load(std::memory_order_relaxed);
+  for (auto& [dir, d] : dirs_) {
+    d.learned_ns = 0;
+    d.floor = floor;
+  }
+  pruned_floor_ = floor;  // for directories not in the map too
 }
 
 uint64_t AsyncRemovals::Begin(uint64_t dir, uint64_t now_ns) {
@@ -104,9 +121,10 @@ bool AsyncRemovals::DeferForget(uint64_t node, uint64_t nlookup) {
 
 void AsyncRemovals::Failed() { failed_.fetch_add(1, std::memory_order_relaxed); }
 
-std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir) const {
+std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir, bool* owed) const {
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
+  if (owed != nullptr) *owed = it != dirs_.end() && it->second.outstanding > 0;
   // Forgotten (an invalidation) while unlinks are outstanding: the server is asked, after them.
   if (it == dirs_.end() || it->second.outstanding == 0 || it->second.learned_ns == 0) {
     return std::nullopt;

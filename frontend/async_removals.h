@@ -36,19 +36,24 @@ class AsyncRemovals {
   static constexpr uint64_t kFreshNs = 1'000'000'000;
   // Most early unlinks outstanding in one directory: past it they go the synchronous way.
   static constexpr uint32_t kMaxPerDir = 4096;
-  // Directories whose attributes are kept; past it the stale ones are pruned.
+  // Directories whose attributes are kept; past it those with nothing outstanding are pruned.
   static constexpr size_t kMaxDirs = 4096;
   // How long the kernel may keep attributes DirAttrs answered. Each unlink voids them anyway;
   // this spares the second GETATTR of one unlink (its lookup's permission check, then its
   // own), and bounds how long the directory's times stay those from before the unlinks.
   static constexpr uint32_t kDirAttrsValidNs = 1'000'000;
 
+  // A ticket for a request being sent: Learn takes the attributes its answer brings only if it
+  // was sent after the last Forget of their directory.
+  uint64_t Ticket() { return tickets_.fetch_add(1, std::memory_order_relaxed) + 1; }
   // Attributes of `dir` the server sent (a post-operation trailer, common/dir_attrs.h, or a
-  // SETATTR's answer), at `now_ns`. Older ones than those held (by ctime) are ignored: answers
-  // on different connections arrive in any order.
-  void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t now_ns);
+  // SETATTR's answer) in answer to a request with `ticket`, at `now_ns`. Older ones than those
+  // held (by ctime, then ticket) are ignored: answers on different connections arrive in any
+  // order.
+  void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
   // What the mount knew of `dir`'s attributes may be stale (an invalidation, a SETATTR or xattr
-  // change sent): not used again until the server sends newer ones.
+  // change sent or answered): not used again until the answer to a request sent after now
+  // brings them.
   void Forget(uint64_t dir);
   // Pushes may have been lost (a connection ended): forget every directory's attributes.
   void ForgetAll();
@@ -81,10 +86,11 @@ class AsyncRemovals {
   void WakeAtNextEnd(int fd);
   void Unregister(int fd);
 
-  // The answer to a GETATTR of `dir` while early unlinks in it are outstanding: its last
-  // attributes from the server, valid for kDirAttrsValidNs (the server's own come once they
-  // are done). None once they were forgotten.
-  std::optional<fuse_attr_out> DirAttrs(uint64_t dir) const;
+  // The answer to a GETATTR of `dir` while early unlinks in it are outstanding (`*owed`): its
+  // last attributes from the server, valid for kDirAttrsValidNs (the server's own come once
+  // they are done). None once they were forgotten: the GETATTR then goes to the server, after
+  // the unlinks, and no snapshot of the DirAttrCache (taken before them) may answer it.
+  std::optional<fuse_attr_out> DirAttrs(uint64_t dir, bool* owed = nullptr) const;
 
   // An early unlink failed at the server (or ended without its answer).
   void Failed();
@@ -97,18 +103,24 @@ class AsyncRemovals {
  private:
   struct Dir {
     fuse_attr_out attr{};
-    uint64_t learned_ns = 0;  // 0: no attributes
+    uint64_t ticket = 0;      // of the request whose answer brought `attr`
+    uint64_t floor = 0;       // Forget: answers to requests with tickets up to this are stale
+    uint64_t learned_ns = 0;  // 0: no attributes (or forgotten)
     uint32_t outstanding = 0;
     uint64_t deferred_forgets = 0;  // DeferForget
   };
   void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PruneLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Dir& FindOrAddLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int> wake_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Directories pruned forgot everything: answers to requests sent before are stale for all.
+  uint64_t pruned_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> tickets_{0};
   std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
   std::atomic<uint64_t> last_started_{0};  // Gate(): published before the unlink is answered
   std::atomic<uint64_t> started_{0};

@@ -256,6 +256,7 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
   Detached& d = detached_[index];
   d.live = true;
   d.seq = seq;
+  d.since_ns = received_ns;
   d.frame.clear();
   for (int i = 0; i < nparts; ++i) {
     d.frame.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
@@ -289,6 +290,7 @@ void BackendChannel::Admit(uint32_t slot, uint64_t received_ns) {
   }
   r.xattr_ticket = 0;
   if (config_.xattrs != nullptr) NoteXattrRequest(r);
+  r.async_ticket = config_.async != nullptr ? config_.async->Ticket() : 0;
   r.dir_ticket = 0;
   r.dir_empty = false;
   if (config_.dirs != nullptr) {
@@ -988,6 +990,19 @@ void BackendChannel::OnTick() {
   }
   // Requests gated behind early unlinks another worker's channel carried.
   if (!waiting_.empty()) FillWindow();
+  if (detached_live_ > 0 && now - owed_warned_ns_ > kDetachedOwedWarnNs) {
+    uint64_t oldest = now;
+    for (const Detached& d : detached_) {
+      if (d.live) oldest = std::min(oldest, d.since_ns);
+    }
+    if (now - oldest > kDetachedOwedWarnNs) {
+      owed_warned_ns_ = now;
+      RINGFS_LOG_WARN("queue %u: %u unlinks answered early are still not answered by %s, the "
+                      "oldest after %.0f s; the requests that follow them wait",
+                      config_.queue, detached_live_, config_.address.text,
+                      (now - oldest) / 1e9);
+    }
+  }
   sink_->OnTick();
 }
 
@@ -1121,8 +1136,16 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
       // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed.
       fuse_attr_out attr;
       std::memcpy(&attr, r.reply.body, sizeof(attr));
-      if (S_ISDIR(attr.attr.mode)) config_.async->Learn(r.header.nodeid, attr, MonotonicNs());
+      if (S_ISDIR(attr.attr.mode)) {
+        config_.async->Learn(r.header.nodeid, attr, r.async_ticket, MonotonicNs());
+      }
     }
+  }
+  if (config_.async != nullptr &&
+      (r.header.opcode == FUSE_SETXATTR || r.header.opcode == FUSE_REMOVEXATTR)) {
+    // An ACL may have changed the mode: requests sent before this answer, which may have run
+    // before the change, no longer bring the directory's attributes (their answers carry none).
+    config_.async->Forget(r.header.nodeid);
   }
   if (IsDetached(slot)) {
     FinishDetached(slot, error, origin);
@@ -1519,7 +1542,9 @@ size_t BackendChannel::TakeTrailers() {
     // connection brought, so it only says "empty".
     if (r.header.opcode != FUSE_LOOKUP) {
       config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
-      if (config_.async != nullptr) config_.async->Learn(trailer.nodeid, trailer.attr, now_ns);
+      if (config_.async != nullptr) {
+        config_.async->Learn(trailer.nodeid, trailer.attr, r.async_ticket, now_ns);
+      }
     }
     // The trailer of a directory the server found empty (common/dir_attrs.h): a MKDIR's for
     // the directory it made, a negative LOOKUP's for the directory it looked in.

@@ -243,11 +243,13 @@ class BackendChannel {
     int iovcnt = 0;
     size_t frame_bytes = 0;
     uint64_t gate = 0;          // PendingReply::gate
+    uint64_t async_ticket = 0;  // AsyncRemovals::Ticket: the attributes its answer brings
   };
   // What a detached record (SubmitDetached) owns: the request's bytes and its reply's.
   struct Detached {
     bool live = false;
     uint64_t seq = 0;
+    uint64_t since_ns = 0;     // when it was answered (the owed-too-long warning)
     std::string frame;         // argument struct and payload, as the kernel sent them
     std::vector<char> reply;   // room for the reply's trailers
   };
@@ -272,6 +274,8 @@ class BackendChannel {
   static constexpr uint32_t kDetached = 64;
   static constexpr size_t kDetachedReplyBytes = 512;
   static constexpr uint64_t kDetachedDrainNs = 30'000'000'000;
+  // Detached records owed longer than this are logged (again at most this often).
+  static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
   // Detached records are sent kDetachedBatch at a time, or kDetachedBatchNs after the first
   // waited (sooner with any other request): the caller does not wait for them, and each send
   // wakes the server, which on loopback costs the mount's CPU more than the unlink itself.
@@ -398,6 +402,7 @@ class BackendChannel {
   uint64_t replayed_removals_ = 0;  // UNLINK/RMDIR ENOENTs answered success (FinishReply)
   std::vector<Detached> detached_;  // by slot - reclaim_slot_ - 1
   uint32_t detached_live_ = 0;
+  uint64_t owed_warned_ns_ = 0;  // the last warning about detached records owed too long
   bool gathering_ = false;          // detached records wait for their batch (kDetachedBatch)
   uint32_t detached_gathered_ = 0;  // of this batch
   bool flush_armed_ = false;        // the kFlush timeout is outstanding

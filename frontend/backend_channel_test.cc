@@ -1104,7 +1104,7 @@ TEST(BackendChannelTest, WhatFollowsAnEarlyUnlinkWaitsForItsAnswer) {
   Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
             nullptr, &async);
   h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   const uint64_t seq = async.Begin(7, MonotonicNs());
   ASSERT_GT(seq, 0u);
   h.SendDetached(20, "gone", 7, seq);
@@ -1145,7 +1145,7 @@ TEST(BackendChannelTest, EarlyUnlinksAreSentAgainAndTheirFailuresCounted) {
   Harness h(server.address(), "", &cache, milliseconds(5000), nullptr, nullptr, nullptr, nullptr,
             nullptr, &async);
   h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   h.SendDetached(30, "locked", 7, async.Begin(7, MonotonicNs()));
   h.SendDetached(32, "elsewhere", 7, async.Begin(7, MonotonicNs()));
   h.RunUntil([&] { return h.channel().detached() == 0; }, milliseconds(15000));
@@ -1181,7 +1181,7 @@ TEST(BackendChannelTest, AnUnlinkAnsweredOnOneChannelReleasesWhatWaitsOnAnother)
             nullptr, &async);
   a.WaitConnected();
   b.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   a.SendDetached(70, "gone", 7, async.Begin(7, MonotonicNs()));
   b.Send(0, FUSE_LOOKUP, 72, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
          std::string("gone\0", 5), false, 7, async.Gate());
@@ -1193,6 +1193,38 @@ TEST(BackendChannelTest, AnUnlinkAnsweredOnOneChannelReleasesWhatWaitsOnAnother)
   EXPECT_TRUE(lookup_seen);
   EXPECT_EQ(b.answers_[0].header.error, -ENOENT);
   EXPECT_GE(b.channel().gate_wakes(), 1u);
+}
+
+// A directory's attributes come from its SETATTR's answer too, and go with an xattr change's
+// answer (an ACL may change the mode; that answer carries no attributes).
+TEST(BackendChannelTest, ADirectorysAttributesComeWithItsSetattrAndGoWithAnXattrChange) {
+  ScriptedServer server([&](int fd) {
+    fuse_in_header setattr = ReadRequest(fd);
+    fuse_attr_out attr = DirAttrOf(7);
+    attr.attr.ctime = 50;
+    WriteReply(fd, setattr.unique, 0, std::string(reinterpret_cast<const char*>(&attr),
+                                                  sizeof(attr)));
+    fuse_in_header setxattr = ReadRequest(fd);
+    WriteReply(fd, setxattr.unique, 0, "");
+    ReadRequest(fd);
+  });
+  AsyncRemovals async;
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, &async);
+  h.WaitConnected();
+  h.Send(0, FUSE_SETATTR, 80, sizeof(fuse_attr_out), sizeof(fuse_attr_out),
+         std::string(sizeof(fuse_setattr_in), '\0'), false, 7);
+  h.WaitForAnswers(1);
+  const uint64_t seq = async.Begin(7, MonotonicNs());
+  EXPECT_GT(seq, 0u) << "the SETATTR's answer was not learned";
+  ASSERT_TRUE(async.DirAttrs(7));
+  EXPECT_EQ(async.DirAttrs(7)->attr.ctime, 50u);
+  (void)async.End(seq, 7);
+  h.Send(1, FUSE_SETXATTR, 82, 0, 0,
+         std::string(sizeof(fuse_setxattr_in), '\0') + std::string("user.a\0v", 8), false, 7);
+  h.WaitForAnswers(2);
+  EXPECT_EQ(async.Begin(7, MonotonicNs()), 0u) << "still answered from before the xattr change";
 }
 
 // An early unlink has no deadline (ending it would let what follows it run while the server
@@ -1210,7 +1242,7 @@ TEST(BackendChannelTest, AnEarlyUnlinkOutlivesTheDeadlineOfWhatWaitsForIt) {
   Harness h(server.address(), "", &cache, milliseconds(300), nullptr, nullptr, nullptr, nullptr,
             nullptr, &async);
   h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   h.SendDetached(40, "slow", 7, async.Begin(7, MonotonicNs()));
   h.Send(0, FUSE_LOOKUP, 42, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
          std::string("slow\0", 5), false, 7, async.Gate());
@@ -1243,7 +1275,7 @@ TEST(BackendChannelTest, AnInterruptThatCrossedTheEarlyAnswerDoesNotCancelTheUnl
   Harness h(server.address(), "", &cache, milliseconds(3000), &interrupts, nullptr, nullptr,
             nullptr, nullptr, &async);
   h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   h.SendDetached(50, "x", 7, async.Begin(7, MonotonicNs()));
   interrupts.Post(50, MonotonicNs());
   h.RunUntil([&] { return h.channel().detached() == 0; });
@@ -1278,7 +1310,7 @@ TEST(BackendChannelTest, AForgetHeldForADirectoryFollowsItsUnlinks) {
   Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
             nullptr, &async);
   h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), MonotonicNs());
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   h.SendDetached(60, "x", 7, async.Begin(7, MonotonicNs()));
   ASSERT_TRUE(async.DeferForget(7, 3));
   h.RunUntil([&] { return second_opcode.load() != 0; });

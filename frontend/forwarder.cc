@@ -166,25 +166,31 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   // Classified first: the answer's latency histogram is chosen by class, local answers too.
   state->request_class =
       queue::ClassifyKernelRequest(request.opcode(), request.op_in, request.op_in_size);
-  if (std::optional<LocalAnswer> local =
-          AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
-                        request.op_in_size, {request.payload, request.payload_size},
-                        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept},
-                        body,
-                        state->received_ns)) {
+  bool unlinks_owed = false;
+  if (config_.async != nullptr && request.opcode() == FUSE_GETATTR) {
+    // A directory with early unlinks outstanding: its attributes as the server last sent them.
+    // Not a post-op snapshot either (AnswerLocally): one taken before them lives 60 s.
+    if (std::optional<fuse_attr_out> attr =
+            config_.async->DirAttrs(request.header.nodeid, &unlinks_owed)) {
+      std::memcpy(body, &*attr, sizeof(*attr));
+      WorkerStats::Add(stats_->answered_locally);
+      return Answer(request, state, 0, sizeof(*attr), ReplyOrigin::kLocal);
+    }
+  }
+  std::optional<LocalAnswer> local;
+  if (!unlinks_owed) {
+    local = AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
+                          request.op_in_size, {request.payload, request.payload_size},
+                          LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept},
+                          body, state->received_ns);
+  }
+  if (local) {
     // A designed reply (FLUSH's ENOSYS included), not a failure.
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
   if (config_.async != nullptr) {
-    if (request.opcode() == FUSE_GETATTR) {
-      // A directory with early unlinks outstanding: its attributes as the server last sent them.
-      if (std::optional<fuse_attr_out> attr = config_.async->DirAttrs(request.header.nodeid)) {
-        std::memcpy(body, &*attr, sizeof(*attr));
-        WorkerStats::Add(stats_->answered_locally);
-        return Answer(request, state, 0, sizeof(*attr), ReplyOrigin::kLocal);
-      }
-    } else if (request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
+    if (request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
       if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
         RecordSending(request);
         iovec parts[2];
@@ -339,6 +345,12 @@ void Forwarder::OnTick() {
 
 void Forwarder::ReturnKept() {
   std::vector<fuse_forget_one> returns = config_.kept->TakeReturns(config_.clock());
+  if (config_.async != nullptr) {
+    // A directory's lookups with unlinks in it still owed wait for them (Forget).
+    std::erase_if(returns, [this](const fuse_forget_one& one) {
+      return config_.async->DeferForget(one.nodeid, one.nlookup);
+    });
+  }
   // A reset can return every kept lookup at once (65,536 names: 1 MiB of records, just under
   // the frame limit); frames of 4,096 records (64 KiB) stay far from it.
   constexpr size_t kPerFrame = 4096;

@@ -301,7 +301,7 @@ TEST_P(ForwarderTest, AnUnlinkIsAnsweredAtOnceAndWhatFollowsWaitsForIt) {
   fuse_attr_out dir{};
   dir.attr.ino = 7;
   dir.attr.mode = 040751;
-  async_.Learn(7, dir, fake_now_ns);
+  async_.Learn(7, dir, async_.Ticket(), fake_now_ns);
   Delivery unlink = MakeBare(transport(), FUSE_UNLINK, std::string_view("old\0", 4));
   EXPECT_EQ(Accept(unlink).kind, Verdict::Kind::kForward) << "the channel has no room";
   channel_.detach = true;
@@ -337,6 +337,9 @@ TEST_P(ForwarderTest, AnUnlinkIsAnsweredAtOnceAndWhatFollowsWaitsForIt) {
   Delivery setattr = Make(transport(), FUSE_SETATTR, chmod);
   EXPECT_EQ(AcceptAndForward(setattr).kind, Verdict::Kind::kForward);
   EXPECT_EQ(channel_.submitted.back().reply.gate, seq);
+  fuse_attr_out snapshot = dir;  // a post-op snapshot from before the unlink
+  snapshot.attr_valid = 60;
+  dir_attrs_.Offer(7, snapshot, fake_now_ns);
   Delivery attr_after = Make(transport(), FUSE_GETATTR, getattr);
   EXPECT_EQ(Accept(attr_after).kind, Verdict::Kind::kForward) << "the old mode answered";
 
@@ -757,7 +760,7 @@ TEST(ForwarderNoBoardTest, ClassicInterruptIsDropped) {
 TEST_F(ForwarderEdgeTest, AForgetOfADirectoryWithUnlinksOwedWaits) {
   fuse_attr_out dir{};
   dir.attr.mode = 040755;
-  async_.Learn(7, dir, fake_now_ns);
+  async_.Learn(7, dir, async_.Ticket(), fake_now_ns);
   const uint64_t seq = async_.Begin(7, fake_now_ns);
   fuse_forget_in forget{};
   forget.nlookup = 3;
