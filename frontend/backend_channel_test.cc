@@ -1084,6 +1084,20 @@ bool ArrivesWithin(int fd, int ms) {
   return poll(&p, 1, ms) > 0;
 }
 
+// A channel with early unlinks on (its own AsyncRemovals and post-op cache), connected, and
+// directory 7's attributes just learned.
+struct AsyncHarness {
+  explicit AsyncHarness(const SocketAddress& address, milliseconds timeout = milliseconds(3000),
+                        InterruptBoard* interrupts = nullptr)
+      : h(address, "", &cache, timeout, interrupts, nullptr, nullptr, nullptr, nullptr, &async) {
+    h.WaitConnected();
+    async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  }
+  DirAttrCache cache;
+  AsyncRemovals async;
+  Harness h;
+};
+
 // An unlink answered early goes to the server (its bytes copied: the caller's are gone), and a
 // request that came after it, gated on it, reaches the server only once it was answered.
 TEST(BackendChannelTest, WhatFollowsAnEarlyUnlinkWaitsForItsAnswer) {
@@ -1099,12 +1113,9 @@ TEST(BackendChannelTest, WhatFollowsAnEarlyUnlinkWaitsForItsAnswer) {
     WriteReply(fd, lookup.unique, -ENOENT, "");
     ReadRequest(fd);
   });
-  DirAttrCache cache;
-  AsyncRemovals async;
-  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
-            nullptr, &async);
-  h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  AsyncHarness ah(server.address());
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
   const uint64_t seq = async.Begin(7, MonotonicNs());
   ASSERT_GT(seq, 0u);
   h.SendDetached(20, "gone", 7, seq);
@@ -1140,12 +1151,9 @@ TEST(BackendChannelTest, EarlyUnlinksAreSentAgainAndTheirFailuresCounted) {
       WriteReply(fd, in.unique, locked ? -EPERM : -ENOENT, "");
     }
   });
-  AsyncRemovals async;
-  DirAttrCache cache;
-  Harness h(server.address(), "", &cache, milliseconds(5000), nullptr, nullptr, nullptr, nullptr,
-            nullptr, &async);
-  h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  AsyncHarness ah(server.address(), milliseconds(5000));
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
   h.SendDetached(30, "locked", 7, async.Begin(7, MonotonicNs()));
   h.SendDetached(32, "elsewhere", 7, async.Begin(7, MonotonicNs()));
   h.RunUntil([&] { return h.channel().detached() == 0; }, milliseconds(15000));
@@ -1237,12 +1245,9 @@ TEST(BackendChannelTest, AnEarlyUnlinkOutlivesTheDeadlineOfWhatWaitsForIt) {
     WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
     ReadRequest(fd);
   });
-  AsyncRemovals async;
-  DirAttrCache cache;
-  Harness h(server.address(), "", &cache, milliseconds(300), nullptr, nullptr, nullptr, nullptr,
-            nullptr, &async);
-  h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  AsyncHarness ah(server.address(), milliseconds(300));
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
   h.SendDetached(40, "slow", 7, async.Begin(7, MonotonicNs()));
   h.Send(0, FUSE_LOOKUP, 42, sizeof(fuse_entry_out), sizeof(fuse_entry_out),
          std::string("slow\0", 5), false, 7, async.Gate());
@@ -1269,13 +1274,10 @@ TEST(BackendChannelTest, AnInterruptThatCrossedTheEarlyAnswerDoesNotCancelTheUnl
     WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
     ReadRequest(fd);
   });
-  AsyncRemovals async;
-  DirAttrCache cache;
   InterruptBoard interrupts;
-  Harness h(server.address(), "", &cache, milliseconds(3000), &interrupts, nullptr, nullptr,
-            nullptr, nullptr, &async);
-  h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  AsyncHarness ah(server.address(), milliseconds(3000), &interrupts);
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
   h.SendDetached(50, "x", 7, async.Begin(7, MonotonicNs()));
   interrupts.Post(50, MonotonicNs());
   h.RunUntil([&] { return h.channel().detached() == 0; });
@@ -1305,12 +1307,9 @@ TEST(BackendChannelTest, AForgetHeldForADirectoryFollowsItsUnlinks) {
     second_opcode = next.opcode;
     ReadRequest(fd);
   });
-  AsyncRemovals async;
-  DirAttrCache cache;
-  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
-            nullptr, &async);
-  h.WaitConnected();
-  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
+  AsyncHarness ah(server.address());
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
   h.SendDetached(60, "x", 7, async.Begin(7, MonotonicNs()));
   ASSERT_TRUE(async.DeferForget(7, 3));
   h.RunUntil([&] { return second_opcode.load() != 0; });

@@ -69,6 +69,19 @@ class AsyncUnlinkTest : public MountedTest {
     return names;
   }
 
+  // Makes d/f0..f<n-1> through the mount, stops the server (SIGSTOP) and unlinks them all: each
+  // is answered early, none has run.
+  void UnlinkWhileTheServerIsStopped(int n) {
+    ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+    for (int i = 0; i < n; ++i) Create(Mnt("d/f" + std::to_string(i)));
+    ASSERT_TRUE(env_->WaitMountServing());
+    ASSERT_TRUE(StopAndWait(env_->server_process()));
+    for (int i = 0; i < n; ++i) {
+      ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+    }
+    EXPECT_EQ(List(Exp("d")).size(), static_cast<size_t>(n)) << "the server is stopped";
+  }
+
   // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s.
   int WhileReconnecting(const std::function<int()>& attempt) {
     const auto deadline = Clock::now() + seconds(20);
@@ -157,15 +170,8 @@ TEST_P(AsyncUnlinkTest, AnUnlinkTheServerRefusesBringsTheNameBack) {
 // Unlinks answered while the server was stopped (SIGSTOP) are sent again to the server started
 // after a kill -9, and run there.
 TEST_P(AsyncUnlinkTest, UnlinksAnsweredBeforeAKillRunAfterTheRestart) {
-  constexpr int kFiles = 40;  // within what a queue may owe (BackendChannel::kDetached)
-  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
-  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)));
-  ASSERT_TRUE(env_->WaitMountServing());
-  ASSERT_TRUE(StopAndWait(env_->server_process()));
-  for (int i = 0; i < kFiles; ++i) {
-    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
-  }
-  EXPECT_EQ(List(Exp("d")).size(), static_cast<size_t>(kFiles)) << "the server is stopped";
+  // 40: within what a queue may owe (BackendChannel::kDetached).
+  ASSERT_NO_FATAL_FAILURE(UnlinkWhileTheServerIsStopped(40));
   ASSERT_TRUE(env_->KillServer());
   ASSERT_TRUE(env_->RestartServer());
   struct statfs fs;
@@ -181,14 +187,7 @@ TEST_P(AsyncUnlinkTest, UnlinksAnsweredBeforeAKillRunAfterTheRestart) {
 // The mount's end waits for unlinks still owed to the server: after the unmount a server that
 // was stopped is killed and started again, and the waiting mount sends them to it.
 TEST_P(AsyncUnlinkTest, TheMountsEndWaitsForUnlinksOwed) {
-  constexpr int kFiles = 30;
-  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
-  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)));
-  ASSERT_TRUE(env_->WaitMountServing());
-  ASSERT_TRUE(StopAndWait(env_->server_process()));
-  for (int i = 0; i < kFiles; ++i) {
-    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
-  }
+  ASSERT_NO_FATAL_FAILURE(UnlinkWhileTheServerIsStopped(30));
   env_->mount_process()->Signal(SIGTERM);
   const auto unmounted = Clock::now() + seconds(10);
   while (IsMounted(env_->mount_dir()) && Clock::now() < unmounted) {
