@@ -774,6 +774,30 @@ TEST_F(ForwarderEdgeTest, AForgetOfADirectoryWithUnlinksOwedWaits) {
   EXPECT_EQ(channel_.one_way.size(), 1u) << "none owed: sent at once";
 }
 
+// A lookup of a directory the mount kept and now gives back (its entry expired) waits, like the
+// kernel's own FORGET, while unlinks in that directory are owed.
+TEST_F(ForwarderEdgeTest, AKeptDirectorysLookupGivenBackWaitsForItsUnlinks) {
+  fuse_entry_out entry{};
+  entry.nodeid = 80;
+  entry.entry_valid = 60;
+  entry.attr_valid = 60;
+  entry.attr.mode = S_IFDIR | 0755;
+  kept_.Record(7, "sub", entry, kept_.Ticket(), true, fake_now_ns);
+  ASSERT_TRUE(kept_.Keep(80, 2, fake_now_ns));
+  fuse_attr_out dir{};
+  dir.attr.mode = S_IFDIR | 0755;
+  async_.Learn(80, dir, async_.Ticket(), fake_now_ns);
+  const uint64_t seq = async_.Begin(80, fake_now_ns);
+  ASSERT_GT(seq, 0u);
+  const uint64_t saved = fake_now_ns;
+  fake_now_ns += 61'000'000'000;  // past the entry's lifetime: its lookups go back
+  forwarder_.OnTick();
+  fake_now_ns = saved;
+  EXPECT_EQ(kept_.kept(), 0u);
+  EXPECT_TRUE(channel_.one_way.empty()) << "sent before the unlink in it was answered";
+  EXPECT_EQ(async_.End(seq, 80), 2u) << "handed to the channel that answers the unlink";
+}
+
 TEST_F(ForwarderEdgeTest, ClassicForgetGoesOneWayWhole) {
   fuse_forget_in forget{};
   forget.nlookup = 3;
