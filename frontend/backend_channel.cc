@@ -246,45 +246,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   }
   r.header.len = static_cast<uint32_t>(r.frame_bytes);
   r.gate = reply.gate;
-  Admit(reply.slot, received_ns);
-}
-
-void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                                    uint64_t received_ns, uint64_t seq) {
-  uint32_t index = 0;
-  while (detached_[index].live) ++index;  // CanDetach() said one is free
-  Detached& d = detached_[index];
-  d.live = true;
-  d.seq = seq;
-  d.since_ns = received_ns;
-  d.frame.clear();
-  for (int i = 0; i < nparts; ++i) {
-    d.frame.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
-  }
-  d.reply.resize(kDetachedReplyBytes);
-  ++detached_live_;
-  const uint32_t slot = reclaim_slot_ + 1 + index;
-  std::unique_ptr<Record>& slot_record = records_[slot];
-  if (!slot_record) slot_record = std::make_unique<Record>();
-  Record& r = *slot_record;
-  r = Record{};
-  r.unique = header.unique;
-  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
-  r.reply = {slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min, bounds.max};
-  r.header = header;
-  r.iov[0] = {&r.header, sizeof(r.header)};
-  r.iov[1] = {d.frame.data(), d.frame.size()};
-  r.iovcnt = d.frame.empty() ? 1 : 2;
-  r.frame_bytes = sizeof(r.header) + d.frame.size();
-  r.header.len = static_cast<uint32_t>(r.frame_bytes);
-  Admit(slot, received_ns);
-}
-
-void BackendChannel::Admit(uint32_t slot, uint64_t received_ns) {
-  Record& r = *records_[slot];
-  const fuse_in_header& header = r.header;
-  const int nparts = r.iovcnt - 1;
-  const iovec* parts = r.iov + 1;
+  const uint32_t slot = reply.slot;
   if (config_.ledger != nullptr && r.iovcnt > 1) {
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
@@ -332,6 +294,29 @@ void BackendChannel::Admit(uint32_t slot, uint64_t received_ns) {
     gathering_ = false;
   }
   FillWindow();
+}
+
+void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
+                                    uint64_t received_ns, uint64_t seq) {
+  uint32_t index = 0;
+  while (detached_[index].live) ++index;  // CanDetach() said one is free
+  Detached& d = detached_[index];
+  d.live = true;
+  d.seq = seq;
+  d.since_ns = received_ns;
+  d.frame.clear();
+  for (int i = 0; i < nparts; ++i) {
+    d.frame.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
+  }
+  d.reply.resize(kDetachedReplyBytes);
+  ++detached_live_;
+  const uint32_t slot = reclaim_slot_ + 1 + index;
+  // Its own copy stands for the kernel's bytes, its own buffer for the reply's.
+  fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
+  const PendingReply reply{slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min,
+                           bounds.max};
+  const iovec part{d.frame.data(), d.frame.size()};
+  Submit(reply, header, &part, 1, received_ns);
 }
 
 void BackendChannel::SubmitOneWay(const void* frame, size_t size) {
@@ -1168,16 +1153,22 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, ReplyOrigin origin
   // After the failure's invalidation is posted: what the gate held back then finds the name.
   if (uint64_t forgets = config_.async->End(d.seq, r.header.nodeid); forgets > 0) {
     // The kernel's FORGETs of the directory, held until its unlinks were answered.
-    fuse_in_header in{};
-    in.opcode = FUSE_FORGET;
-    in.unique = kReclaimUnique | ++reclaim_uniques_;  // never 0: the server refuses that
-    in.nodeid = r.header.nodeid;
-    fuse_forget_in forget{forgets};
-    in.len = sizeof(in) + sizeof(forget);
-    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
-    frame.append(reinterpret_cast<const char*>(&forget), sizeof(forget));
+    const std::string frame = OwnForget(r.header.nodeid, forgets);
     SubmitOneWay(frame.data(), frame.size());
   }
+}
+
+std::string BackendChannel::OwnForget(uint64_t nodeid, uint64_t nlookup) {
+  fuse_in_header in{};
+  in.opcode = FUSE_FORGET;
+  // Never 0: the server refuses a frame with unique 0 and closes the connection.
+  in.unique = kReclaimUnique | ++reclaim_uniques_;
+  in.nodeid = nodeid;
+  fuse_forget_in forget{nlookup};
+  in.len = sizeof(in) + sizeof(forget);
+  std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
+  frame.append(reinterpret_cast<const char*>(&forget), sizeof(forget));
+  return frame;
 }
 
 void BackendChannel::FailedDetached(const Record& r, const Detached& d, int error,
@@ -1452,16 +1443,7 @@ void BackendChannel::GiveBack(uint32_t opcode, uint64_t nodeid, const char* body
     QueueOwn(std::move(frame), /*expects_reply=*/true);
   }
   if (has_entry && entry.nodeid != 0 && entry.nodeid != FUSE_ROOT_ID) {
-    fuse_in_header in{};
-    in.opcode = FUSE_FORGET;
-    // Never 0: the server refuses a frame with unique 0 and closes the connection.
-    in.unique = kReclaimUnique | ++reclaim_uniques_;
-    in.nodeid = entry.nodeid;
-    fuse_forget_in forget{1};
-    in.len = sizeof(in) + sizeof(forget);
-    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
-    frame.append(reinterpret_cast<const char*>(&forget), sizeof(forget));
-    QueueOwn(std::move(frame), /*expects_reply=*/false);
+    QueueOwn(OwnForget(entry.nodeid, 1), /*expects_reply=*/false);
   }
 }
 

@@ -316,6 +316,8 @@ class BackendChannel {
   // server: give them back (FORGET, RELEASE), so the server holds what the kernel holds.
   void GiveBack(uint32_t opcode, uint64_t nodeid, const char* body, size_t size);
   void QueueOwn(std::string frame, bool expects_reply);
+  // A FORGET frame of the channel's own (unique in the reclaim range).
+  std::string OwnForget(uint64_t nodeid, uint64_t nlookup);
   void FillWindow();
   void KickSend();
   void OnSend(int res);
@@ -340,8 +342,6 @@ class BackendChannel {
   void FinishDetached(uint32_t slot, int error, ReplyOrigin origin);
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
-  // The common part of Submit and SubmitDetached, `r` filled with the request.
-  void Admit(uint32_t slot, uint64_t received_ns);
   uint32_t window() const;
 
   BackendConfig config_;

@@ -189,19 +189,14 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
-  if (config_.async != nullptr) {
-    if (request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
-      if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
-        RecordSending(request);
-        iovec parts[2];
-        const int nparts = Parts(request, parts);
-        channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq);
-        WorkerStats::Add(stats_->forwarded);
-        WorkerStats::Add(stats_->forwarded_foreground);
-        WorkerStats::Add(stats_->forwarded_by_op[0][FUSE_UNLINK]);
-        WorkerStats::Add(stats_->bytes_to_server, request.body_bytes());
-        return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
-      }
+  if (config_.async != nullptr && request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
+    if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
+      RecordSending(request);
+      iovec parts[2];
+      const int nparts = Parts(request, parts);
+      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq);
+      CountForwarded(request, *state);
+      return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }
   }
   Verdict verdict;
@@ -233,7 +228,11 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   channel_->Submit(pending, request.header, parts, nparts, state->received_ns);
   ++inflight_;
   state->sent_ns = config_.clock();
-  const bool background = state->request_class == queue::RequestClass::kBackground;
+  CountForwarded(request, *state);
+}
+
+void Forwarder::CountForwarded(const KernelRequest& request, const RequestState& state) {
+  const bool background = state.request_class == queue::RequestClass::kBackground;
   WorkerStats::Add(stats_->forwarded);
   WorkerStats::Add(background ? stats_->forwarded_background : stats_->forwarded_foreground);
   WorkerStats::Add(

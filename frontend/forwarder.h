@@ -144,6 +144,8 @@ class Forwarder {
   static int Parts(const KernelRequest& request, iovec (&parts)[2]);
   // Before a request goes to the server: what it changes is no longer known by the caches.
   void RecordSending(const KernelRequest& request);
+  // The counters of a request sent to the server.
+  void CountForwarded(const KernelRequest& request, const RequestState& state);
   // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.
   void Forget(const KernelRequest& request);
   // Sends the lookups KeptEntries gives back to the server as BATCH_FORGETs.
