@@ -437,12 +437,14 @@ void MountSession::WriteStats() const {
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\nreclaims=%u\nreclaim_refused=%u\n"
-      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\nasync_unlinks=%u\n"
+      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\ninvalidations_not_cached=%u\n"
+      "async_unlinks=%u\n"
       "async_unlink_failures=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
-      snapshot.held_open_files, snapshot.invalidations_written, snapshot.async_unlinks,
+      snapshot.held_open_files, snapshot.invalidations_written,
+      snapshot.invalidations_not_cached, snapshot.async_unlinks,
       snapshot.async_unlink_failures);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
