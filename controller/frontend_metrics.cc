@@ -225,6 +225,11 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     MetricFamily active =
         Family("ringfs_frontend_queue_active", "1 when this CPU's worker is in the active set",
                MetricType::Gauge);
+    MetricFamily sched_idle =
+        Family("ringfs_frontend_worker_sched_idle",
+               "1 while this queue's worker runs SCHED_IDLE; 0 when worker_sched=normal or when "
+               "other work keeps its CPU busy",
+               MetricType::Gauge);
     MetricFamily ring_entries =
         Family("ringfs_frontend_ring_entries",
                "Ring entries registered for this kernel queue (it grows toward queue_depth while "
@@ -304,6 +309,7 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         AddSample(active, {{"queue", queue}}, is_active ? 1 : 0);
         AddSample(handoffs, {{"queue", queue}, {"direction", "in"}}, Value(s.handoffs_in));
         AddSample(handoffs, {{"queue", queue}, {"direction", "out"}}, Value(s.handoffs_out));
+        AddSample(sched_idle, {{"queue", queue}}, Value(s.sched_idle));
         AddSample(ring_entries, {{"queue", queue}}, q.ring_entries);
         AddSample(ring_memory, {{"queue", queue}}, static_cast<double>(q.ring_memory_bytes));
         AddSample(ring_growth, {{"queue", queue}}, Value(s.entries_added));
@@ -335,7 +341,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
     }
     if (queue_engine) {
       for (MetricFamily* family : {&bg_inflight, &bg_queued, &bg_limit, &active, &handoffs,
-                                   &ring_entries, &ring_memory, &ring_growth, &payload_trims}) {
+                                   &sched_idle, &ring_entries, &ring_memory, &ring_growth,
+                                   &payload_trims}) {
         families.push_back(std::move(*family));
       }
     }

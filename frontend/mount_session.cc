@@ -417,6 +417,8 @@ void MountSession::Run() {
         AbortConnection();
       }
     }
+    // Ring workers leave SCHED_IDLE while other work keeps their CPU busy (cpu_contention.h).
+    if (engine_) engine_->WatchContention();
     WriteStats();
   }
   for (auto& worker : devfuse_workers_) worker->Join();
@@ -467,6 +469,7 @@ void MountSession::WriteStats() const {
       line("handoffs_in", w.handoffs_in);
       line("handoffs_out", w.handoffs_out);
       line("entries_held", w.entries_held);
+      line("sched_idle", w.sched_idle);
       line("entries_added", w.entries_added);
       line("payload_trims", w.payload_trims);
       line("ring_requests", w.ring_requests);

@@ -1,6 +1,12 @@
 #include "frontend/queue_engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
 #include <chrono>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "common/log.h"
@@ -146,6 +152,54 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
   state_ = published;
   config_ = config;
   return absl::OkStatus();
+}
+
+namespace {
+
+// A small proc file read whole; "" when it cannot be read (a thread that just ended).
+std::string ReadProcFile(const char* path) {
+  std::string text;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+// The CPU time of thread `tid` of this process so far, in ns (schedstat's first field).
+uint64_t ThreadCpuNs(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
+  const std::string text = ReadProcFile(path);
+  uint64_t ns = 0;
+  std::from_chars(text.data(), text.data() + text.size(), ns);
+  return ns;
+}
+
+}  // namespace
+
+void QueueEngine::WatchContention() {
+  static const uint64_t ticks_per_second = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  absl::StatusOr<std::vector<CpuTimes>> cpus =
+      ParseProcStat(ReadProcFile("/proc/stat"), ticks_per_second);
+  if (!cpus.ok()) {
+    // Without the numbers every worker keeps what its configuration asks for.
+    for (auto& worker : workers_) worker->EnforcePolicy();
+    return;
+  }
+  for (size_t index = 0; index < workers_.size(); ++index) {
+    RingWorker& worker = *workers_[index];
+    const int cpu = shared_.topology.cpus()[index];
+    const pid_t tid = worker.tid();
+    for (const CpuTimes& times : *cpus) {
+      if (times.cpu != cpu) continue;
+      worker.SetContended(contention_.Update(times, tid != 0 ? ThreadCpuNs(tid) : 0));
+      break;
+    }
+    worker.EnforcePolicy();
+  }
 }
 
 void QueueEngine::Stop() {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "frontend/backend_channel.h"
+#include "frontend/cpu_contention.h"
 #include "frontend/engine_state.h"
 #include "frontend/queue/queue_config.h"
 #include "frontend/ring_worker.h"
@@ -52,6 +53,11 @@ class QueueEngine {
   std::vector<uint64_t> ResidentBytesByQueue() const;
   bool reduced_queues() const { return entries_.reduced_queues; }
 
+  // Judges each worker's CPU from /proc/stat (CpuContention) and keeps every worker's scheduling
+  // policy what its configuration and its CPU's contention ask for. Called periodically (the
+  // mount's stats loop, every 200 ms); any thread but workers, one at a time.
+  void WatchContention();
+
   // Ends every worker. REQUIRES: the FUSE connection has ended (a worker that still holds
   // registered entries must not exit while the mount is alive).
   void Stop();
@@ -65,6 +71,7 @@ class QueueEngine {
   BackendFactory backend_factory_;
   std::vector<std::unique_ptr<WorkerStats>> stats_;
   std::vector<std::unique_ptr<RingWorker>> workers_;
+  CpuContention contention_;  // WatchContention's only
 
   mutable absl::Mutex apply_mu_;
   queue::QueueConfig config_ ABSL_GUARDED_BY(apply_mu_);

@@ -1,5 +1,6 @@
 #include "frontend/ring_worker.h"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 #include <ctime>
+#include <unistd.h>
 
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
@@ -73,7 +75,6 @@ absl::Status RingWorker::Start(std::shared_ptr<const EngineState> state,
     ring_initialized_ = false;
   }
   state_ = std::move(state);
-  sched_idle_ = false;  // a fresh thread starts SCHED_OTHER
   return StartWorkerThread(
       &thread_, [this, qids = std::move(register_qids)] { return Setup(qids); },
       [this] { Loop(); });
@@ -94,6 +95,7 @@ void RingWorker::Post(Command command) {
 
 absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   PinCurrentThread(cpu_);
+  tid_.store(static_cast<pid_t>(gettid()), std::memory_order_release);
   io_uring_params params{};
   // SQE128 carries the FUSE command. The completion queue must hold a completion for every
   // entry that could be registered on this ring at once (entries migrate between workers).
@@ -326,7 +328,25 @@ void RingWorker::Loop() {
   channel_.reset();
   backend_.reset();  // its last request has been answered (or the mount is gone)
   RINGFS_LOG_DEBUG("worker %d: exits (%s)", cpu_, stopping_ ? "mount ended" : "retired");
+  tid_.store(0, std::memory_order_release);
   running_.store(false, std::memory_order_release);
+}
+
+void RingWorker::SetContended(bool contended) {
+  if (contended_.exchange(contended, std::memory_order_acq_rel) != contended) EnforcePolicy();
+}
+
+void RingWorker::EnforcePolicy() {
+  // A tid read just before the thread ends could name another thread once the id is reused;
+  // ids are reused only after the kernel went through pid_max of them, so this is not guarded.
+  const pid_t tid = tid_.load(std::memory_order_acquire);
+  if (tid == 0) return;
+  const bool idle = wants_idle_.load(std::memory_order_acquire) &&
+                    !contended_.load(std::memory_order_acquire);
+  const int policy = sched_getscheduler(tid);
+  if (policy < 0) return;  // the thread has just ended
+  if ((policy == SCHED_IDLE) != idle) SetThreadIdle(tid, idle);
+  stats_->sched_idle.store(idle ? 1 : 0, std::memory_order_relaxed);
 }
 
 void RingWorker::DrainMailbox() {
@@ -358,11 +378,9 @@ void RingWorker::ApplyState(std::shared_ptr<const EngineState> state) {
   // A command left in the mailbox of an earlier thread of this worker may be older.
   if (state_ && state->epoch < state_->epoch) return;
   state_ = std::move(state);
-  const bool idle = state_->config.worker_priority == queue::WorkerPriority::kIdle;
-  if (idle != sched_idle_) {
-    SetCurrentThreadIdle(idle);
-    sched_idle_ = idle;
-  }
+  wants_idle_.store(state_->config.worker_priority == queue::WorkerPriority::kIdle,
+                    std::memory_order_release);
+  EnforcePolicy();
   uint32_t limit = state_->background_limit[index_];
   if (limit != limiter_.limit()) {
     (void)limiter_.SetLimit(limit);  // validated by the engine

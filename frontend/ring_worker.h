@@ -49,6 +49,15 @@ class RingWorker : public ReplySink {
   void Post(Command command);
   // True while the thread runs.
   bool running() const { return running_.load(std::memory_order_acquire); }
+  // The thread's id while it runs, else 0. Any thread.
+  pid_t tid() const { return tid_.load(std::memory_order_acquire); }
+  // Other work keeps this worker's CPU busy (CpuContention): it then runs SCHED_OTHER even when
+  // the configuration asks for SCHED_IDLE. Any thread; applied at once.
+  void SetContended(bool contended);
+  // Makes the thread's policy what the configuration and contention ask for, if it is not
+  // already. Any thread (the mount's stats loop calls it, so a change missed in a race with
+  // ApplyState is put right at the next call).
+  void EnforcePolicy();
   void Join();
 
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
@@ -105,7 +114,11 @@ class RingWorker : public ReplySink {
   std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   queue::BackgroundLimiter limiter_;
   std::shared_ptr<const EngineState> state_;
-  bool sched_idle_ = false;  // the thread runs SCHED_IDLE (queue::WorkerPriority)
+  // The configuration asks for SCHED_IDLE (queue::WorkerPriority); other work keeps our CPU
+  // busy (SetContended). The thread runs SCHED_IDLE only with the first and not the second.
+  std::atomic<bool> wants_idle_{false};
+  std::atomic<bool> contended_{false};
+  std::atomic<pid_t> tid_{0};
   // The ring runs its task work only inside our io_uring_enter (IORING_SETUP_DEFER_TASKRUN), so
   // between two enters nothing is copied into the entries waiting on it (SweepIdleEntries).
   bool defer_taskrun_ = false;

@@ -43,6 +43,7 @@ void AddCounters(WorkerCounters& t, const WorkerCounters& w) {
   t.background_inflight += w.background_inflight;
   t.background_queued += w.background_queued;
   t.entries_held += w.entries_held;
+  t.sched_idle += w.sched_idle;
   t.entries_added += w.entries_added;
   t.payload_trims += w.payload_trims;
   for (int c = 0; c < 2; ++c) {
@@ -97,6 +98,7 @@ WorkerCounters ReadWorkerCounters(const WorkerStats& s) {
   w.background_inflight_max = Load(s.background_inflight_max);
   w.background_limit = Load(s.background_limit);
   w.entries_held = Load(s.entries_held);
+  w.sched_idle = Load(s.sched_idle);
   w.entries_added = Load(s.entries_added);
   w.payload_trims = Load(s.payload_trims);
   for (int c = 0; c < 2; ++c) {

@@ -45,6 +45,7 @@ struct WorkerCounters {
   uint64_t background_inflight_max = 0;
   uint64_t background_limit = 0;  // BackgroundLimiter::kUnlimited or more: unlimited
   uint64_t entries_held = 0;
+  uint64_t sched_idle = 0;  // 1 while the worker runs SCHED_IDLE
   uint64_t entries_added = 0;
   uint64_t payload_trims = 0;
 

@@ -35,10 +35,10 @@ void PinCurrentThread(int cpu) {
   }
 }
 
-void SetCurrentThreadIdle(bool idle) {
+void SetThreadIdle(pid_t tid, bool idle) {
   sched_param param{};
-  // 0: the calling thread (Linux schedules threads, not processes).
-  if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0) {
+  // Linux schedules threads, not processes: a thread id names one thread.
+  if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0) {
     RINGFS_LOG_WARN("cannot make the worker thread %s: %s", idle ? "SCHED_IDLE" : "SCHED_OTHER",
                     std::strerror(errno));
   }

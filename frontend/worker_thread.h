@@ -2,6 +2,8 @@
 // back to the starter, pin the calling thread to a CPU, and block process signals.
 #pragma once
 
+#include <sys/types.h>
+
 #include <functional>
 #include <thread>
 
@@ -17,8 +19,9 @@ absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()
 // Pins the calling thread; failure (CPU offline) is logged and ignored.
 void PinCurrentThread(int cpu);
 
-// Makes the calling thread SCHED_IDLE (`idle`) or SCHED_OTHER; failure is logged and ignored.
-// See queue::WorkerPriority for why ring workers are idle.
-void SetCurrentThreadIdle(bool idle);
+// Makes thread `tid` of this process (0: the calling thread) SCHED_IDLE (`idle`) or
+// SCHED_OTHER; failure is logged and ignored. See queue::WorkerPriority for why ring workers are
+// idle.
+void SetThreadIdle(pid_t tid, bool idle);
 
 }  // namespace ringfs::frontend

@@ -11,6 +11,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <iterator>
@@ -106,6 +108,79 @@ TEST_P(LifecycleTest, RingWorkersRunSchedIdleUnlessAskedNot) {
   ASSERT_EQ(WriteFile(Mnt("g"), "x"), 0);
   policies = ThreadPolicies(env_->mount_process()->pid());
   EXPECT_EQ(std::count(policies.begin(), policies.end(), SCHED_IDLE), 0);
+}
+
+// One process per CPU, pinned there, spinning until the guard goes: a compute job on every CPU.
+class CpuHogs {
+ public:
+  CpuHogs() {
+    const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < cpus; ++cpu) {
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(static_cast<int>(cpu), &set);
+        ::sched_setaffinity(0, sizeof(set), &set);
+        for (;;) __asm__ volatile("");  // a side effect each turn: the loop stays
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~CpuHogs() { Stop(); }
+  void Stop() {
+    for (pid_t pid : pids_) ::kill(pid, SIGKILL);
+    for (pid_t pid : pids_) ::waitpid(pid, nullptr, 0);
+    pids_.clear();
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// A SCHED_IDLE worker gets almost no CPU while a SCHED_OTHER thread is runnable on its CPU: with
+// a compute job on every CPU each request waited for it (7-9 ms per file created, 100-300 ms per
+// request in it_coherence). So the workers run SCHED_OTHER while other work keeps their CPU
+// busy, and SCHED_IDLE again once it stops (frontend/cpu_contention.h).
+TEST_P(LifecycleTest, RingWorkersLeaveSchedIdleWhileOtherWorkKeepsTheirCpuBusy) {
+  if (GetParam() == "classic") GTEST_SKIP() << "classic workers never run SCHED_IDLE";
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);  // every worker has started
+  const pid_t mount = env_->mount_process()->pid();
+  auto idle_threads = [&] {
+    std::vector<int> policies = ThreadPolicies(mount);
+    return std::count(policies.begin(), policies.end(), SCHED_IDLE);
+  };
+  auto idle_in_stats = [&] {
+    uint64_t idle = 0;
+    for (const auto& [key, value] : env_->ReadStats()) {
+      if (key.size() > 11 && key.compare(key.size() - 11, 11, ".sched_idle") == 0) {
+        idle += std::stoull(value);
+      }
+    }
+    return idle;
+  };
+  auto wait_for = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return done();
+  };
+  ASSERT_GE(idle_threads(), 1) << "one per ring worker";
+  {
+    CpuHogs hogs;
+    ASSERT_TRUE(wait_for([&] { return idle_threads() == 0; }))
+        << "the workers stayed SCHED_IDLE beside a busy loop on every CPU";
+    EXPECT_TRUE(wait_for([&] { return idle_in_stats() == 0; }));
+    // Requests keep being served meanwhile (how fast is for the benchmarks).
+    ASSERT_EQ(::mkdir(Mnt("busy").c_str(), 0755), 0);
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(WriteFile(Mnt("busy/f" + std::to_string(i)), "y"), 0);
+    }
+  }
+  EXPECT_TRUE(wait_for([&] { return idle_threads() >= 1; }))
+      << "the workers did not go back to SCHED_IDLE once the CPUs were free";
+  EXPECT_TRUE(wait_for([&] { return idle_in_stats() >= 1; }));
 }
 
 TEST_P(LifecycleTest, SigintUnmountsAndExitsZero) {
