@@ -43,25 +43,49 @@ absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
   return out;
 }
 
-bool CpuContention::Update(const CpuTimes& times, uint64_t worker_ns) {
+absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text) {
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(text.data(), text.size()), absl::ByAnyChar(" \n"),
+                     absl::SkipEmpty());
+  if (fields.size() < 3) return absl::InvalidArgumentError("short schedstat");
+  uint64_t v[3];
+  for (int i = 0; i < 3; ++i) {
+    auto [end, ec] = std::from_chars(fields[i].data(), fields[i].data() + fields[i].size(), v[i]);
+    if (ec != std::errc() || end != fields[i].data() + fields[i].size()) {
+      return absl::InvalidArgumentError("malformed schedstat");
+    }
+  }
+  return ThreadSched{v[0], v[1], v[2]};
+}
+
+bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
   auto [it, fresh] = cpus_.try_emplace(times.cpu);
   State& s = it->second;
   if (fresh || times.total_ns < s.last.total_ns || times.busy_ns < s.last.busy_ns) {
     // First look, or the counters went back (a CPU taken offline and back): start over.
     s.last = times;
-    s.last_worker_ns = worker_ns;
+    s.last_worker = worker;
     return s.contended;
   }
   const uint64_t interval = times.total_ns - s.last.total_ns;
   if (interval < kMinIntervalNs) return s.contended;
   const uint64_t busy = times.busy_ns - s.last.busy_ns;
-  // A restarted worker's time starts again from 0: then count none of it.
-  const uint64_t worker = worker_ns >= s.last_worker_ns ? worker_ns - s.last_worker_ns : 0;
-  const double others =
-      static_cast<double>(busy > worker ? busy - worker : 0) / static_cast<double>(interval);
-  s.contended = s.contended ? others >= kLeave : others >= kEnter;
+  // A restarted worker's counters start again from 0: then nothing of it is known this once.
+  ThreadSched delta;
+  if (worker.cpu_ns >= s.last_worker.cpu_ns && worker.run_delay_ns >= s.last_worker.run_delay_ns &&
+      worker.runs >= s.last_worker.runs) {
+    delta = {worker.cpu_ns - s.last_worker.cpu_ns,
+             worker.run_delay_ns - s.last_worker.run_delay_ns, worker.runs - s.last_worker.runs};
+  }
+  if (s.contended) {
+    const double others = static_cast<double>(busy > delta.cpu_ns ? busy - delta.cpu_ns : 0) /
+                          static_cast<double>(interval);
+    s.contended = others >= kLeave;
+  } else {
+    s.contended = delta.runs > 0 && delta.run_delay_ns / delta.runs >= kStarvedWaitNs;
+  }
   s.last = times;
-  s.last_worker_ns = worker_ns;
+  s.last_worker = worker;
   return s.contended;
 }
 

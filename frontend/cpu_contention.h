@@ -1,14 +1,17 @@
-// Whether other work keeps a CPU busy, judged from /proc/stat, so that a ring worker pinned to
-// it stops running SCHED_IDLE there (queue::WorkerPriority).
+// Whether a ring worker is starved on its CPU, so that it stops running SCHED_IDLE there
+// (queue::WorkerPriority), and when the CPU is quiet enough for it to go back.
 // Why: a SCHED_IDLE thread gets almost no CPU while a SCHED_OTHER thread is runnable on its CPU.
 // With a CPU-bound job on every CPU (a compute node's normal state) each request then waited
 // for the job's thread to give the CPU up: measured 7-9 ms per file created with one hog per
 // CPU against 0.5-0.8 ms with SCHED_OTHER workers or classic /dev/fuse, and 100-300 ms per
-// request in it_coherence. The worker only needs SCHED_IDLE to have the kernel wake its caller
-// on the same CPU instead of an idle one; with no idle CPU there is nothing to gain.
-// Judged per CPU over each sampling interval: the CPU's busy time (user, nice, system, irq,
-// softirq, steal) minus the worker's own CPU time, as a share of the interval. Contended from
-// kEnter on, no longer below kLeave (the gap keeps a CPU near the line from flapping).
+// request in it_coherence.
+// Entering: the worker's own schedstat says it waited, on average, at least kStarvedWaitNs to
+// run each time it ran during the interval. Its caller preempting it at the commit (what the idle
+// policy is for) costs microseconds, since the caller blocks again on its next request; a
+// CPU-bound job on the CPU costs milliseconds and more. So an application that is itself busy on
+// the CPU does not flip it, only work that keeps the worker waiting.
+// Leaving: the CPU's busy time (user, nice, system, irq, softirq, steal; /proc/stat) minus the
+// worker's own share fell below kLeave of the interval. Judged per CPU, every sampling interval.
 // Not thread-safe: one caller (the mount's stats loop).
 #pragma once
 
@@ -31,21 +34,30 @@ struct CpuTimes {
 absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
                                                      uint64_t ticks_per_second);
 
+// A thread's /proc/.../schedstat: time run, time spent runnable waiting to run, times run.
+struct ThreadSched {
+  uint64_t cpu_ns = 0;
+  uint64_t run_delay_ns = 0;
+  uint64_t runs = 0;
+};
+absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text);
+
 class CpuContention {
  public:
-  static constexpr double kEnter = 0.5;
+  static constexpr uint64_t kStarvedWaitNs = 1'000'000;
   static constexpr double kLeave = 0.25;
   // Intervals shorter than this keep the last judgement (/proc/stat counts 10 ms ticks).
   static constexpr uint64_t kMinIntervalNs = 100'000'000;
 
-  // `times`: the CPU's counters now; `worker_ns`: the CPU time of the worker pinned to it so far
-  // (0 if none). Returns whether the CPU is contended now; the first sample of a CPU is not.
-  bool Update(const CpuTimes& times, uint64_t worker_ns);
+  // `times`: the CPU's counters now; `worker`: the schedstat of the worker pinned to it so far
+  // (zeros if none). Returns whether the worker should leave SCHED_IDLE now; the first sample of a
+  // CPU says no.
+  bool Update(const CpuTimes& times, const ThreadSched& worker);
 
  private:
   struct State {
     CpuTimes last;
-    uint64_t last_worker_ns = 0;
+    ThreadSched last_worker;
     bool contended = false;
   };
   absl::flat_hash_map<int, State> cpus_;

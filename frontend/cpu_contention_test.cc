@@ -33,39 +33,60 @@ TEST(ParseProcStatTest, MalformedTextIsAnError) {
 
 // Samples of one CPU: `busy` and `total` in ms so far.
 CpuTimes At(uint64_t busy_ms, uint64_t total_ms) { return {3, busy_ms * kMs, total_ms * kMs}; }
-
-TEST(CpuContentionTest, OtherWorkAboveHalfTheCpuMakesItContendedUntilBelowAQuarter) {
-  CpuContention c;
-  EXPECT_FALSE(c.Update(At(0, 0), 0));        // first look: nothing known
-  EXPECT_FALSE(c.Update(At(90, 200), 0));     // 45% busy
-  EXPECT_TRUE(c.Update(At(200, 400), 0));     // 55%
-  EXPECT_TRUE(c.Update(At(260, 600), 0));     // 30%: still above kLeave
-  EXPECT_FALSE(c.Update(At(300, 800), 0));    // 20%
-  EXPECT_FALSE(c.Update(At(380, 1000), 0));   // 40%: below kEnter
+// The worker's schedstat: ms run, ms waited to run, times run.
+ThreadSched Worker(uint64_t ran_ms, uint64_t waited_ms, uint64_t runs) {
+  return {ran_ms * kMs, waited_ms * kMs, runs};
 }
 
-TEST(CpuContentionTest, TheWorkersOwnTimeIsNotContention) {
+TEST(ParseSchedstatTest, ReadsTheThreeFields) {
+  absl::StatusOr<ThreadSched> s = ParseSchedstat("135428520 9876543 3526\n");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->cpu_ns, 135428520u);
+  EXPECT_EQ(s->run_delay_ns, 9876543u);
+  EXPECT_EQ(s->runs, 3526u);
+  EXPECT_FALSE(ParseSchedstat("").ok());
+  EXPECT_FALSE(ParseSchedstat("1 2\n").ok());
+  EXPECT_FALSE(ParseSchedstat("1 x 3\n").ok());
+}
+
+TEST(CpuContentionTest, AWorkerThatWaitsToRunLeavesIdleUntilItsCpuQuietsDown) {
   CpuContention c;
-  c.Update(At(0, 0), 0);
+  EXPECT_FALSE(c.Update(At(0, 0), Worker(0, 0, 0)));  // first look: nothing known
+  // A busy CPU whose worker ran at once each time (its caller preempting it costs microseconds):
+  // the application itself keeps the CPU busy; nothing to change.
+  EXPECT_FALSE(c.Update(At(190, 200), Worker(20, 2, 1000)));
+  // The worker waited 150 ms over 30 runs: 5 ms each.
+  EXPECT_TRUE(c.Update(At(390, 400), Worker(21, 152, 1030)));
+  // Once SCHED_OTHER it hardly waits, but the CPU stays busy with others' work: stays.
+  EXPECT_TRUE(c.Update(At(580, 600), Worker(30, 153, 1100)));
+  // 30% busy, of which the worker 5%: others 25%, still not below kLeave.
+  EXPECT_TRUE(c.Update(At(640, 800), Worker(40, 153, 1200)));
+  // Others 20%: back to SCHED_IDLE.
+  EXPECT_FALSE(c.Update(At(690, 1000), Worker(50, 153, 1300)));
+}
+
+TEST(CpuContentionTest, TheWorkersOwnTimeIsNotOthersWork) {
+  CpuContention c;
+  c.Update(At(0, 0), Worker(0, 0, 0));
+  EXPECT_TRUE(c.Update(At(100, 200), Worker(10, 100, 10)));
   // 90% busy, of which the worker ran 80%: others 10%.
-  EXPECT_FALSE(c.Update(At(180, 200), 160 * kMs));
-  // 90% busy, the worker 20%: others 70%.
-  EXPECT_TRUE(c.Update(At(360, 400), 200 * kMs));
-  // A restarted worker's time starts from 0 again: none of it is subtracted this once.
-  EXPECT_TRUE(c.Update(At(540, 600), 10 * kMs));
+  EXPECT_FALSE(c.Update(At(280, 400), Worker(170, 100, 100)));
 }
 
-TEST(CpuContentionTest, ShortIntervalsKeepTheLastJudgementAndCountersGoingBackRestart) {
+TEST(CpuContentionTest, ShortIntervalsRestartsAndCountersGoingBackJudgeNothing) {
   CpuContention c;
-  c.Update(At(0, 0), 0);
-  EXPECT_TRUE(c.Update(At(190, 200), 0));
+  c.Update(At(0, 0), Worker(0, 0, 0));
+  EXPECT_TRUE(c.Update(At(190, 200), Worker(1, 100, 10)));
   // 50 ms later, idle: too short to judge.
-  EXPECT_TRUE(c.Update(At(190, 250), 0));
+  EXPECT_TRUE(c.Update(At(190, 250), Worker(1, 100, 10)));
   // ...and measured from the last judged sample once long enough.
-  EXPECT_FALSE(c.Update(At(190, 400), 0));
+  EXPECT_FALSE(c.Update(At(190, 400), Worker(1, 100, 10)));
+  // A restarted worker (its counters from 0) tells nothing this once, even with a long wait.
+  EXPECT_FALSE(c.Update(At(300, 600), Worker(0, 90, 5)));
+  EXPECT_TRUE(c.Update(At(490, 800), Worker(1, 190, 10)));
   // Counters that went back (CPU offline and online) start a new first look.
-  EXPECT_FALSE(c.Update(At(10, 20), 0));
-  EXPECT_TRUE(c.Update(At(200, 220), 0));
+  EXPECT_TRUE(c.Update(At(10, 20), Worker(1, 190, 10)));
+  EXPECT_TRUE(c.Update(At(200, 220), Worker(2, 190, 20)));  // others 94%: stays
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -168,35 +169,32 @@ std::string ReadProcFile(const char* path) {
   return text;
 }
 
-// The CPU time of thread `tid` of this process so far, in ns (schedstat's first field).
-uint64_t ThreadCpuNs(pid_t tid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
-  const std::string text = ReadProcFile(path);
-  uint64_t ns = 0;
-  std::from_chars(text.data(), text.data() + text.size(), ns);
-  return ns;
-}
-
 }  // namespace
 
 void QueueEngine::WatchContention() {
   static const uint64_t ticks_per_second = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  bool any_idle = false;
+  for (auto& worker : workers_) any_idle = any_idle || (worker->wants_idle() && worker->tid() != 0);
   absl::StatusOr<std::vector<CpuTimes>> cpus =
-      ParseProcStat(ReadProcFile("/proc/stat"), ticks_per_second);
-  if (!cpus.ok()) {
-    // Without the numbers every worker keeps what its configuration asks for.
-    for (auto& worker : workers_) worker->EnforcePolicy();
-    return;
+      any_idle ? ParseProcStat(ReadProcFile("/proc/stat"), ticks_per_second)
+               : absl::StatusOr<std::vector<CpuTimes>>(std::vector<CpuTimes>());
+  absl::flat_hash_map<int, const CpuTimes*> by_cpu;
+  if (cpus.ok()) {
+    for (const CpuTimes& times : *cpus) by_cpu[times.cpu] = &times;
   }
   for (size_t index = 0; index < workers_.size(); ++index) {
     RingWorker& worker = *workers_[index];
-    const int cpu = shared_.topology.cpus()[index];
     const pid_t tid = worker.tid();
-    for (const CpuTimes& times : *cpus) {
-      if (times.cpu != cpu) continue;
-      worker.SetContended(contention_.Update(times, tid != 0 ? ThreadCpuNs(tid) : 0));
-      break;
+    auto times = by_cpu.find(shared_.topology.cpus()[index]);
+    if (tid == 0 || !worker.wants_idle() || times == by_cpu.end()) {
+      // Nothing to judge (no thread, SCHED_OTHER asked for, or a CPU /proc/stat does not show):
+      // the configuration decides.
+      worker.SetContended(false);
+    } else {
+      char path[64];
+      std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
+      absl::StatusOr<ThreadSched> sched = ParseSchedstat(ReadProcFile(path));
+      worker.SetContended(contention_.Update(*times->second, sched.ok() ? *sched : ThreadSched{}));
     }
     worker.EnforcePolicy();
   }

@@ -76,7 +76,13 @@ absl::Status RingWorker::Start(std::shared_ptr<const EngineState> state,
   }
   state_ = std::move(state);
   return StartWorkerThread(
-      &thread_, [this, qids = std::move(register_qids)] { return Setup(qids); },
+      &thread_,
+      [this, qids = std::move(register_qids)] {
+        absl::Status status = Setup(qids);
+        // The thread ends without running Loop: its id must not be acted on any more.
+        if (!status.ok()) tid_.store(0, std::memory_order_release);
+        return status;
+      },
       [this] { Loop(); });
 }
 
@@ -332,21 +338,18 @@ void RingWorker::Loop() {
   running_.store(false, std::memory_order_release);
 }
 
-void RingWorker::SetContended(bool contended) {
-  if (contended_.exchange(contended, std::memory_order_acq_rel) != contended) EnforcePolicy();
-}
-
 void RingWorker::EnforcePolicy() {
   // A tid read just before the thread ends could name another thread once the id is reused;
   // ids are reused only after the kernel went through pid_max of them, so this is not guarded.
   const pid_t tid = tid_.load(std::memory_order_acquire);
-  if (tid == 0) return;
   const bool idle = wants_idle_.load(std::memory_order_acquire) &&
                     !contended_.load(std::memory_order_acquire);
-  const int policy = sched_getscheduler(tid);
-  if (policy < 0) return;  // the thread has just ended
-  if ((policy == SCHED_IDLE) != idle) SetThreadIdle(tid, idle);
-  stats_->sched_idle.store(idle ? 1 : 0, std::memory_order_relaxed);
+  int policy = tid != 0 ? sched_getscheduler(tid) : -1;  // -1: no thread, or it has just ended
+  if (policy >= 0 && (policy == SCHED_IDLE) != idle && SetThreadIdle(tid, idle)) {
+    policy = idle ? SCHED_IDLE : SCHED_OTHER;
+  }
+  // What the thread runs, not what was asked for (a switch can be refused: EPERM).
+  stats_->sched_idle.store(policy == SCHED_IDLE ? 1 : 0, std::memory_order_relaxed);
 }
 
 void RingWorker::DrainMailbox() {

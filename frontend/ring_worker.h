@@ -51,9 +51,11 @@ class RingWorker : public ReplySink {
   bool running() const { return running_.load(std::memory_order_acquire); }
   // The thread's id while it runs, else 0. Any thread.
   pid_t tid() const { return tid_.load(std::memory_order_acquire); }
-  // Other work keeps this worker's CPU busy (CpuContention): it then runs SCHED_OTHER even when
-  // the configuration asks for SCHED_IDLE. Any thread; applied at once.
-  void SetContended(bool contended);
+  // The configuration asks for SCHED_IDLE. Any thread.
+  bool wants_idle() const { return wants_idle_.load(std::memory_order_acquire); }
+  // The worker is starved on its CPU (CpuContention): it then runs SCHED_OTHER even when the
+  // configuration asks for SCHED_IDLE. Any thread; applied by the next EnforcePolicy.
+  void SetContended(bool contended) { contended_.store(contended, std::memory_order_release); }
   // Makes the thread's policy what the configuration and contention ask for, if it is not
   // already. Any thread (the mount's stats loop calls it, so a change missed in a race with
   // ApplyState is put right at the next call).

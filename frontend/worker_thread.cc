@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <future>
@@ -35,13 +36,17 @@ void PinCurrentThread(int cpu) {
   }
 }
 
-void SetThreadIdle(pid_t tid, bool idle) {
+bool SetThreadIdle(pid_t tid, bool idle) {
   sched_param param{};
   // Linux schedules threads, not processes: a thread id names one thread.
-  if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0) {
-    RINGFS_LOG_WARN("cannot make the worker thread %s: %s", idle ? "SCHED_IDLE" : "SCHED_OTHER",
-                    std::strerror(errno));
+  if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0) return true;
+  // Once: the mount's stats loop retries every 200 ms (EPERM without CAP_SYS_NICE stays).
+  static std::atomic<bool> warned{false};
+  if (errno != ESRCH && !warned.exchange(true)) {
+    RINGFS_LOG_WARN("cannot make a worker thread %s: %s (logged once)",
+                    idle ? "SCHED_IDLE" : "SCHED_OTHER", std::strerror(errno));
   }
+  return false;
 }
 
 }  // namespace ringfs::frontend

@@ -20,8 +20,9 @@ absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()
 void PinCurrentThread(int cpu);
 
 // Makes thread `tid` of this process (0: the calling thread) SCHED_IDLE (`idle`) or
-// SCHED_OTHER; failure is logged and ignored. See queue::WorkerPriority for why ring workers are
-// idle.
-void SetThreadIdle(pid_t tid, bool idle);
+// SCHED_OTHER; false on failure, the first of which is logged unless the thread has ended
+// (ESRCH). See
+// queue::WorkerPriority for why ring workers are idle.
+bool SetThreadIdle(pid_t tid, bool idle);
 
 }  // namespace ringfs::frontend
