@@ -227,8 +227,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
                MetricType::Gauge);
     MetricFamily sched_idle =
         Family("ringfs_frontend_worker_sched_idle",
-               "1 while this queue's worker runs SCHED_IDLE; 0 when worker_sched=normal or when "
-               "other work keeps its CPU busy",
+               "1 while this queue's worker runs SCHED_IDLE; 0 with worker_sched=normal, "
+               "while it is starved on its CPU, or without a worker thread",
                MetricType::Gauge);
     MetricFamily ring_entries =
         Family("ringfs_frontend_ring_entries",

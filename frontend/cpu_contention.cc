@@ -34,9 +34,10 @@ absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
     if (ec != std::errc() || end != number.data() + number.size()) {
       return absl::InvalidArgumentError("malformed /proc/stat CPU name");
     }
-    const uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    // Steal is the hypervisor running someone else: nothing that competes in our run queue.
+    const uint64_t busy = v[0] + v[1] + v[2] + v[5] + v[6];
     t.busy_ns = busy * ns_per_tick;
-    t.total_ns = (busy + v[3] + v[4]) * ns_per_tick;
+    t.total_ns = (busy + v[3] + v[4] + v[7]) * ns_per_tick;
     out.push_back(t);
   }
   if (out.empty()) return absl::InvalidArgumentError("no CPU lines in /proc/stat");
@@ -56,6 +57,13 @@ absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text) {
     }
   }
   return ThreadSched{v[0], v[1], v[2]};
+}
+
+char ParseTaskState(std::string_view stat) {
+  // "pid (comm) S ...": the command may hold spaces and parentheses; the state follows the last.
+  const size_t close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return 0;
+  return stat[close + 2];
 }
 
 bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
@@ -82,7 +90,8 @@ bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
                           static_cast<double>(interval);
     s.contended = others >= kLeave;
   } else {
-    s.contended = delta.runs > 0 && delta.run_delay_ns / delta.runs >= kStarvedWaitNs;
+    s.contended = delta.runs > 0 ? delta.run_delay_ns / delta.runs >= kStarvedWaitNs
+                                 : worker.runnable;  // waiting the whole interval, or running it
   }
   s.last = times;
   s.last_worker = worker;

@@ -6,10 +6,11 @@
 // CPU against 0.5-0.8 ms with SCHED_OTHER workers or classic /dev/fuse, and 100-300 ms per
 // request in it_coherence.
 // Entering: the worker's own schedstat says it waited, on average, at least kStarvedWaitNs to
-// run each time it ran during the interval. Its caller preempting it at the commit (what the idle
-// policy is for) costs microseconds, since the caller blocks again on its next request; a
-// CPU-bound job on the CPU costs milliseconds and more. So an application that is itself busy on
-// the CPU does not flip it, only work that keeps the worker waiting.
+// run each time it ran during the interval, or it did not run at all while it is runnable now. Its caller preempting it at the commit (what the idle
+// policy is for) costs what the caller computes before its next request: microseconds for an
+// I/O-bound caller, which keeps its worker SCHED_IDLE; a caller computing milliseconds between
+// requests flips it, which costs little next to those milliseconds. A CPU-bound job beside them
+// costs milliseconds and more.
 // Leaving: the CPU's busy time (user, nice, system, irq, softirq, steal; /proc/stat) minus the
 // worker's own share fell below kLeave of the interval. Judged per CPU, every sampling interval.
 // Not thread-safe: one caller (the mount's stats loop).
@@ -26,21 +27,26 @@ namespace ringfs::frontend {
 
 struct CpuTimes {
   int cpu = 0;
-  uint64_t busy_ns = 0;   // user, nice, system, irq, softirq, steal
-  uint64_t total_ns = 0;  // busy plus idle and iowait
+  uint64_t busy_ns = 0;   // user, nice, system, irq, softirq: work in this CPU's run queue
+  uint64_t total_ns = 0;  // busy plus idle, iowait and steal
 };
 
 // The per-CPU lines ("cpuN ...") of /proc/stat. `ticks_per_second`: USER_HZ.
 absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
                                                      uint64_t ticks_per_second);
 
-// A thread's /proc/.../schedstat: time run, time spent runnable waiting to run, times run.
+// A thread's /proc/.../schedstat: time run, time spent runnable waiting to run, times run (the
+// kernel adds a wait to run_delay only once the thread gets to run); and from its stat file
+// whether it is runnable right now.
 struct ThreadSched {
   uint64_t cpu_ns = 0;
   uint64_t run_delay_ns = 0;
   uint64_t runs = 0;
+  bool runnable = false;
 };
 absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text);
+// The state letter of a /proc/.../stat line ('R', 'S', ...); 0 when malformed.
+char ParseTaskState(std::string_view stat);
 
 class CpuContention {
  public:

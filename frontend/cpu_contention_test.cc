@@ -18,9 +18,10 @@ TEST(ParseProcStatTest, ReadsEveryCpuLineAndSkipsTheSum) {
   ASSERT_TRUE(cpus.ok()) << cpus.status();
   ASSERT_EQ(cpus->size(), 2u);
   EXPECT_EQ((*cpus)[0].cpu, 0);
-  // busy: user + nice + system + irq + softirq + steal (guest is inside user); 10 ms a tick.
-  EXPECT_EQ((*cpus)[0].busy_ns, (100u + 5 + 40 + 1 + 4 + 2) * 10 * kMs);
-  EXPECT_EQ((*cpus)[0].total_ns, (100u + 5 + 40 + 1 + 4 + 2 + 200 + 20) * 10 * kMs);
+  // busy: user + nice + system + irq + softirq (guest is inside user); steal only in the total;
+  // 10 ms a tick.
+  EXPECT_EQ((*cpus)[0].busy_ns, (100u + 5 + 40 + 1 + 4) * 10 * kMs);
+  EXPECT_EQ((*cpus)[0].total_ns, (100u + 5 + 40 + 1 + 4 + 200 + 20 + 2) * 10 * kMs);
   EXPECT_EQ((*cpus)[1].cpu, 1);
 }
 
@@ -47,6 +48,22 @@ TEST(ParseSchedstatTest, ReadsTheThreeFields) {
   EXPECT_FALSE(ParseSchedstat("").ok());
   EXPECT_FALSE(ParseSchedstat("1 2\n").ok());
   EXPECT_FALSE(ParseSchedstat("1 x 3\n").ok());
+}
+
+TEST(ParseTaskStateTest, TheLetterAfterTheLastParenthesis) {
+  EXPECT_EQ(ParseTaskState("1234 (ringfs-mount) R 1 2 3"), 'R');
+  EXPECT_EQ(ParseTaskState("1234 (a) b) S 1 2 3"), 'S');
+  EXPECT_EQ(ParseTaskState(""), 0);
+  EXPECT_EQ(ParseTaskState("1234 (x)"), 0);
+}
+
+TEST(CpuContentionTest, AWorkerThatNeverRanButIsRunnableIsStarved) {
+  CpuContention c;
+  c.Update(At(0, 0), Worker(0, 0, 0));
+  ThreadSched waiting = Worker(0, 0, 0);
+  EXPECT_FALSE(c.Update(At(200, 200), waiting));  // asleep: nothing asked of it
+  waiting.runnable = true;
+  EXPECT_TRUE(c.Update(At(400, 400), waiting));
 }
 
 TEST(CpuContentionTest, AWorkerThatWaitsToRunLeavesIdleUntilItsCpuQuietsDown) {

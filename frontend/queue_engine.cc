@@ -186,15 +186,22 @@ void QueueEngine::WatchContention() {
     RingWorker& worker = *workers_[index];
     const pid_t tid = worker.tid();
     auto times = by_cpu.find(shared_.topology.cpus()[index]);
-    if (tid == 0 || !worker.wants_idle() || times == by_cpu.end()) {
-      // Nothing to judge (no thread, SCHED_OTHER asked for, or a CPU /proc/stat does not show):
-      // the configuration decides.
-      worker.SetContended(false);
-    } else {
+    if (tid == 0 || !worker.wants_idle()) {
+      worker.SetContended(false);  // nothing to judge: the configuration decides
+    } else if (!worker.pinned()) {
+      // Not on its CPU (a cpuset without it): neither the same-CPU wake-up nor that CPU's
+      // numbers apply, and a starved idle thread is the risk.
+      worker.SetContended(true);
+    } else if (times != by_cpu.end()) {  // else (unreadable /proc/stat) the last judgement holds
       char path[64];
       std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
       absl::StatusOr<ThreadSched> sched = ParseSchedstat(ReadProcFile(path));
-      worker.SetContended(contention_.Update(*times->second, sched.ok() ? *sched : ThreadSched{}));
+      if (!sched.ok()) {
+        sched = ThreadSched{};  // CONFIG_SCHED_INFO=n: only the runnable state below tells
+      }
+      std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+      sched->runnable = ParseTaskState(ReadProcFile(path)) == 'R';
+      worker.SetContended(contention_.Update(*times->second, *sched));
     }
     worker.EnforcePolicy();
   }

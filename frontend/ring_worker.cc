@@ -100,8 +100,7 @@ void RingWorker::Post(Command command) {
 }
 
 absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
-  PinCurrentThread(cpu_);
-  tid_.store(static_cast<pid_t>(gettid()), std::memory_order_release);
+  pinned_.store(PinCurrentThread(cpu_), std::memory_order_release);
   io_uring_params params{};
   // SQE128 carries the FUSE command. The completion queue must hold a completion for every
   // entry that could be registered on this ring at once (entries migrate between workers).
@@ -159,6 +158,9 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
   if (submitted < 0) return ErrnoError(-submitted, "submit REGISTER");
   load_scratch_.resize(shared_->topology.size());
   active_ = false;
+  // From here the mount's stats loop may set our policy: not during the set-up above, which
+  // would then risk a SCHED_IDLE start on a busy CPU while the engine waits for it.
+  tid_.store(static_cast<pid_t>(gettid()), std::memory_order_release);
   ApplyState(state_);
   PublishRingFd();
   stopping_ = false;
@@ -341,6 +343,10 @@ void RingWorker::Loop() {
 void RingWorker::EnforcePolicy() {
   // A tid read just before the thread ends could name another thread once the id is reused;
   // ids are reused only after the kernel went through pid_max of them, so this is not guarded.
+  // One caller at a time: the read of the policy and its change must not interleave with the
+  // other thread's (the worker in ApplyState, the stats loop), or a stale decision could land
+  // last.
+  absl::MutexLock lock(&policy_mu_);
   const pid_t tid = tid_.load(std::memory_order_acquire);
   const bool idle = wants_idle_.load(std::memory_order_acquire) &&
                     !contended_.load(std::memory_order_acquire);

@@ -53,13 +53,15 @@ class RingWorker : public ReplySink {
   pid_t tid() const { return tid_.load(std::memory_order_acquire); }
   // The configuration asks for SCHED_IDLE. Any thread.
   bool wants_idle() const { return wants_idle_.load(std::memory_order_acquire); }
+  // The thread could be pinned to its CPU. Any thread.
+  bool pinned() const { return pinned_.load(std::memory_order_acquire); }
   // The worker is starved on its CPU (CpuContention): it then runs SCHED_OTHER even when the
   // configuration asks for SCHED_IDLE. Any thread; applied by the next EnforcePolicy.
   void SetContended(bool contended) { contended_.store(contended, std::memory_order_release); }
   // Makes the thread's policy what the configuration and contention ask for, if it is not
   // already. Any thread (the mount's stats loop calls it, so a change missed in a race with
   // ApplyState is put right at the next call).
-  void EnforcePolicy();
+  void EnforcePolicy() ABSL_LOCKS_EXCLUDED(policy_mu_);
   void Join();
 
   void OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
@@ -121,6 +123,8 @@ class RingWorker : public ReplySink {
   std::atomic<bool> wants_idle_{false};
   std::atomic<bool> contended_{false};
   std::atomic<pid_t> tid_{0};
+  std::atomic<bool> pinned_{false};  // the thread runs on its CPU only (PinCurrentThread)
+  absl::Mutex policy_mu_;            // EnforcePolicy, from either thread
   // The ring runs its task work only inside our io_uring_enter (IORING_SETUP_DEFER_TASKRUN), so
   // between two enters nothing is copied into the entries waiting on it (SweepIdleEntries).
   bool defer_taskrun_ = false;

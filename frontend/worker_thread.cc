@@ -27,13 +27,15 @@ absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()
   return status;
 }
 
-void PinCurrentThread(int cpu) {
+bool PinCurrentThread(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
   if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); err != 0) {
     RINGFS_LOG_WARN("cannot pin worker to CPU %d (error %d); it runs unpinned", cpu, err);
+    return false;
   }
+  return true;
 }
 
 bool SetThreadIdle(pid_t tid, bool idle) {

@@ -16,8 +16,9 @@ namespace ringfs::frontend {
 absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()> setup,
                                std::function<void()> loop);
 
-// Pins the calling thread; failure (CPU offline) is logged and ignored.
-void PinCurrentThread(int cpu);
+// Pins the calling thread; false on failure (CPU offline, outside the process's cpuset), which is
+// logged.
+bool PinCurrentThread(int cpu);
 
 // Makes thread `tid` of this process (0: the calling thread) SCHED_IDLE (`idle`) or
 // SCHED_OTHER; false on failure, the first of which is logged unless the thread has ended

@@ -78,8 +78,11 @@ std::vector<int> ThreadPolicies(pid_t pid) {
       if (entry->d_name[0] == '.') continue;
       std::ifstream in(dir + "/" + entry->d_name + "/stat");
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      // The command name may hold spaces: count fields after its closing parenthesis.
-      std::istringstream fields(text.substr(text.rfind(')') + 2));
+      // The command name may hold spaces: count fields after its closing parenthesis. A thread
+      // that ended since the directory was read leaves no text.
+      const size_t close = text.rfind(')');
+      if (close == std::string::npos || close + 2 > text.size()) continue;
+      std::istringstream fields(text.substr(close + 2));
       std::string field;
       for (int i = 3; i <= 41 && fields >> field; ++i) {
         if (i == 41) out.push_back(std::stoi(field));
@@ -184,6 +187,9 @@ TEST_P(LifecycleTest, RingWorkersLeaveSchedIdleWhileOtherWorkKeepsTheirCpuBusy) 
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
     ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    // The test thread is moved from CPU to CPU below; whatever happens, it gets its set back.
+    std::unique_ptr<cpu_set_t, std::function<void(cpu_set_t*)>> restore(
+        &allowed, [](cpu_set_t* set) { ::sched_setaffinity(0, sizeof(*set), set); });
     int written = 0;
     const bool left = wait_for([&] {
       for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
@@ -196,7 +202,7 @@ TEST_P(LifecycleTest, RingWorkersLeaveSchedIdleWhileOtherWorkKeepsTheirCpuBusy) 
       }
       return idle_threads() == 0;
     });
-    ::sched_setaffinity(0, sizeof(allowed), &allowed);
+    restore.reset();
     ASSERT_TRUE(left) << "the workers stayed SCHED_IDLE beside a busy loop on every CPU";
     EXPECT_TRUE(wait_for([&] { return idle_in_stats() == 0; }));
   }
