@@ -1,6 +1,11 @@
 #include "frontend/cpu_contention.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <charconv>
+#include <cstdio>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
@@ -64,6 +69,36 @@ char ParseTaskState(std::string_view stat) {
   const size_t close = stat.rfind(')');
   if (close == std::string_view::npos || close + 2 >= stat.size()) return 0;
   return stat[close + 2];
+}
+
+namespace {
+
+// A small proc file read whole; "" when it cannot be read.
+std::string ReadProcFile(const char* path) {
+  std::string text;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<CpuTimes>> ReadCpuTimes() {
+  static const uint64_t ticks_per_second = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
+  return ParseProcStat(ReadProcFile("/proc/stat"), ticks_per_second);
+}
+
+ThreadSched ReadThreadSched(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
+  ThreadSched sched = ParseSchedstat(ReadProcFile(path)).value_or(ThreadSched{});
+  std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
+  sched.runnable = ParseTaskState(ReadProcFile(path)) == 'R';
+  return sched;
 }
 
 bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {

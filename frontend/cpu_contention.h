@@ -16,6 +16,8 @@
 // Not thread-safe: one caller (the mount's stats loop).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -47,6 +49,11 @@ struct ThreadSched {
 absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text);
 // The state letter of a /proc/.../stat line ('R', 'S', ...); 0 when malformed.
 char ParseTaskState(std::string_view stat);
+
+// The same read from /proc: every CPU's times; thread `tid` of this process (zeros for what
+// cannot be read: a thread that just ended, or CONFIG_SCHED_INFO=n, where only `runnable` tells).
+absl::StatusOr<std::vector<CpuTimes>> ReadCpuTimes();
+ThreadSched ReadThreadSched(pid_t tid);
 
 class CpuContention {
  public:

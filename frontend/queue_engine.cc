@@ -1,12 +1,6 @@
 #include "frontend/queue_engine.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <charconv>
-#include <cstdio>
 #include <chrono>
-#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
@@ -155,29 +149,11 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
   return absl::OkStatus();
 }
 
-namespace {
-
-// A small proc file read whole; "" when it cannot be read (a thread that just ended).
-std::string ReadProcFile(const char* path) {
-  std::string text;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return text;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) text.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return text;
-}
-
-}  // namespace
-
 void QueueEngine::WatchContention() {
-  static const uint64_t ticks_per_second = static_cast<uint64_t>(sysconf(_SC_CLK_TCK));
   bool any_idle = false;
   for (auto& worker : workers_) any_idle = any_idle || (worker->wants_idle() && worker->tid() != 0);
   absl::StatusOr<std::vector<CpuTimes>> cpus =
-      any_idle ? ParseProcStat(ReadProcFile("/proc/stat"), ticks_per_second)
-               : absl::StatusOr<std::vector<CpuTimes>>(std::vector<CpuTimes>());
+      any_idle ? ReadCpuTimes() : absl::StatusOr<std::vector<CpuTimes>>(std::vector<CpuTimes>());
   absl::flat_hash_map<int, const CpuTimes*> by_cpu;
   if (cpus.ok()) {
     for (const CpuTimes& times : *cpus) by_cpu[times.cpu] = &times;
@@ -193,15 +169,7 @@ void QueueEngine::WatchContention() {
       // numbers apply, and a starved idle thread is the risk.
       worker.SetContended(true);
     } else if (times != by_cpu.end()) {  // else (unreadable /proc/stat) the last judgement holds
-      char path[64];
-      std::snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", static_cast<int>(tid));
-      absl::StatusOr<ThreadSched> sched = ParseSchedstat(ReadProcFile(path));
-      if (!sched.ok()) {
-        sched = ThreadSched{};  // CONFIG_SCHED_INFO=n: only the runnable state below tells
-      }
-      std::snprintf(path, sizeof(path), "/proc/self/task/%d/stat", static_cast<int>(tid));
-      sched->runnable = ParseTaskState(ReadProcFile(path)) == 'R';
-      worker.SetContended(contention_.Update(*times->second, *sched));
+      worker.SetContended(contention_.Update(*times->second, ReadThreadSched(tid)));
     }
     worker.EnforcePolicy();
   }

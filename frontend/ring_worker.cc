@@ -3,13 +3,13 @@
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <ctime>
-#include <unistd.h>
 
 #include "absl/strings/str_format.h"
 #include "common/fuse_ops.h"
