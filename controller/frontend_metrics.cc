@@ -175,6 +175,14 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "Unlinks answered early that then failed at the server, or ended without its answer "
          "(timeout): the name may still exist; each is logged",
          MetricType::Counter, snapshot.async_unlink_failures},
+        {"ringfs_frontend_async_setattrs_total",
+         "SETATTRs (chmod, chown, utimes of regular files) answered before the server ran them "
+         "(mount option async_setattr)",
+         MetricType::Counter, snapshot.async_setattrs},
+        {"ringfs_frontend_async_setattr_failures_total",
+         "SETATTRs answered early that then failed at the server, or ended without its answer: "
+         "the kernel is told to ask for the file's attributes again; each is logged",
+         MetricType::Counter, snapshot.async_setattr_failures},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

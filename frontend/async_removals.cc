@@ -1,7 +1,10 @@
 #include "frontend/async_removals.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <tuple>
 
 namespace ringfs::frontend {
@@ -20,11 +23,24 @@ void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t tick
   absl::MutexLock lock(&mu_);
   if (ticket <= pruned_floor_) return;
   Dir& d = FindOrAddLocked(dir);
-  if (ticket <= d.floor) return;
+  if (ticket <= d.floor || d.setattrs > 0) return;
   if (d.learned_ns != 0 && Older(attr.attr, ticket, d.attr.attr, d.ticket)) return;
   d.attr = attr;
   d.ticket = ticket;
   d.learned_ns = now_ns;
+}
+
+void AsyncRemovals::LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket,
+                              uint64_t now_ns) {
+  if (setattrs_ && S_ISREG(attr.attr.mode)) Learn(node, attr, ticket, now_ns);
+}
+
+void AsyncRemovals::Wrote(uint64_t node, uint64_t end, uint64_t ticket) {
+  if (!setattrs_) return;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end() || it->second.learned_ns == 0 || ticket <= it->second.floor) return;
+  if (end > it->second.attr.attr.size) it->second.attr.attr.size = end;
 }
 
 AsyncRemovals::Dir& AsyncRemovals::FindOrAddLocked(uint64_t dir) {
@@ -65,7 +81,19 @@ void AsyncRemovals::ForgetAll() {
   pruned_floor_ = floor;  // for directories not in the map too
 }
 
+void AsyncRemovals::ForgetFiles() {
+  if (!setattrs_) return;
+  absl::MutexLock lock(&mu_);
+  const uint64_t floor = tickets_.load(std::memory_order_relaxed);
+  for (auto& [node, d] : dirs_) {
+    if (d.learned_ns == 0 || !S_ISREG(d.attr.attr.mode)) continue;
+    d.learned_ns = 0;
+    d.floor = floor;
+  }
+}
+
 uint64_t AsyncRemovals::Begin(uint64_t dir, uint64_t now_ns) {
+  if (!unlinks_) return 0;
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
   // learned_ns may be a little after now_ns (another worker's clock read): fresh.
@@ -74,12 +102,99 @@ uint64_t AsyncRemovals::Begin(uint64_t dir, uint64_t now_ns) {
     return 0;
   }
   ++it->second.outstanding;
-  const uint64_t seq = ++next_seq_;
-  outstanding_.insert(seq);
+  const uint64_t seq = StartLocked();
   last_started_.store(seq, std::memory_order_release);
-  PublishLowestLocked();
   started_.fetch_add(1, std::memory_order_relaxed);
   return seq;
+}
+
+uint64_t AsyncRemovals::StartLocked() {
+  const uint64_t seq = ++next_seq_;
+  outstanding_.insert(seq);
+  PublishLowestLocked();
+  return seq;
+}
+
+std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t node,
+                                                                       const fuse_setattr_in& in,
+                                                                       uint64_t now_ns,
+                                                                       const timespec& now_real) {
+  if (!setattrs_ || (in.valid & ~kEarlySetattrValid) != 0) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end()) return std::nullopt;
+  Dir& d = it->second;
+  fuse_attr& attr = d.attr.attr;
+  if (d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns || !S_ISREG(attr.mode) ||
+      d.outstanding >= kMaxPerDir) {
+    return std::nullopt;
+  }
+  // The server's own rules decide these: a chown clears setuid/setgid bits, a chmod by a
+  // caller outside the group drops setgid.
+  if ((attr.mode & (S_ISUID | S_ISGID)) != 0) return std::nullopt;
+  if ((in.valid & FATTR_MODE) != 0 && (in.mode & (S_ISUID | S_ISGID)) != 0) return std::nullopt;
+  EarlySetattr early;
+  early.after = d.setattrs > 0 ? d.last_setattr : 0;
+  if ((in.valid & FATTR_MODE) != 0) attr.mode = (attr.mode & S_IFMT) | (in.mode & 07777);
+  if ((in.valid & FATTR_UID) != 0) attr.uid = in.uid;
+  if ((in.valid & FATTR_GID) != 0) attr.gid = in.gid;
+  const auto now_sec = static_cast<uint64_t>(now_real.tv_sec);
+  const auto now_nsec = static_cast<uint32_t>(now_real.tv_nsec);
+  if ((in.valid & FATTR_ATIME_NOW) != 0) {
+    attr.atime = now_sec;
+    attr.atimensec = now_nsec;
+  } else if ((in.valid & FATTR_ATIME) != 0) {
+    attr.atime = in.atime;
+    attr.atimensec = in.atimensec;
+  }
+  if ((in.valid & FATTR_MTIME_NOW) != 0) {
+    attr.mtime = now_sec;
+    attr.mtimensec = now_nsec;
+  } else if ((in.valid & FATTR_MTIME) != 0) {
+    attr.mtime = in.mtime;
+    attr.mtimensec = in.mtimensec;
+  }
+  // Kept for ordering against the server's answers (Learn compares ctimes); the kernel is
+  // given the time of the change.
+  early.answer = d.attr;
+  early.answer.attr.ctime = now_sec;
+  early.answer.attr.ctimensec = now_nsec;
+  early.answer.attr_valid = 0;
+  early.answer.attr_valid_nsec = 0;
+  ++d.outstanding;
+  ++d.setattrs;
+  early.seq = StartLocked();
+  d.last_setattr = early.seq;
+  last_setattr_.store(early.seq, std::memory_order_release);
+  setattrs_started_.fetch_add(1, std::memory_order_relaxed);
+  return early;
+}
+
+uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr) {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it != dirs_.end()) {
+    Dir& d = it->second;
+    if (d.setattrs > 0) --d.setattrs;
+    if (attr == nullptr) {
+      // What the server holds is not known: nothing is answered from these any more.
+      d.learned_ns = 0;
+      d.floor = tickets_.load(std::memory_order_relaxed);
+    } else if (d.setattrs == 0 && d.learned_ns != 0) {
+      // The server's own, with every early change of this node in them (each waited for the
+      // one before). Its times may differ from those answered (ctime is the server's).
+      d.attr = *attr;
+      d.ticket = tickets_.load(std::memory_order_relaxed);
+    }
+  }
+  return EndLocked(seq, node);
+}
+
+uint64_t AsyncRemovals::NodeGate(uint64_t node) const {
+  if (lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  return it == dirs_.end() || it->second.setattrs == 0 ? 0 : it->second.last_setattr;
 }
 
 void AsyncRemovals::WakeAtNextEnd(int fd) {
@@ -94,6 +209,10 @@ void AsyncRemovals::Unregister(int fd) {
 
 uint64_t AsyncRemovals::End(uint64_t seq, uint64_t dir) {
   absl::MutexLock lock(&mu_);
+  return EndLocked(seq, dir);
+}
+
+uint64_t AsyncRemovals::EndLocked(uint64_t seq, uint64_t dir) {
   outstanding_.erase(seq);
   PublishLowestLocked();
   // Under the lock: Unregister then knows no write to a closed (or reused) fd is under way.
@@ -126,7 +245,9 @@ std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir, bool* owed) c
   auto it = dirs_.find(dir);
   if (owed != nullptr) *owed = it != dirs_.end() && it->second.outstanding > 0;
   // Forgotten (an invalidation) while unlinks are outstanding: the server is asked, after them.
-  if (it == dirs_.end() || it->second.outstanding == 0 || it->second.learned_ns == 0) {
+  // A file with early SETATTRs: the server is asked too (NodeGate holds the GETATTR back).
+  if (it == dirs_.end() || it->second.outstanding == 0 || it->second.learned_ns == 0 ||
+      it->second.setattrs > 0) {
     return std::nullopt;
   }
   fuse_attr_out out = it->second.attr;
@@ -148,6 +269,83 @@ size_t AsyncRemovals::directories() const {
 void AsyncRemovals::PublishLowestLocked() {
   lowest_outstanding_.store(outstanding_.empty() ? UINT64_MAX : *outstanding_.begin(),
                             std::memory_order_release);
+}
+
+void LearnFromReply(AsyncRemovals& async, const fuse_in_header& header, const void* op_in,
+                    size_t op_in_size, const char* body, size_t body_size, uint64_t ticket,
+                    uint64_t now_ns) {
+  switch (header.opcode) {
+    case FUSE_SETATTR:
+    case FUSE_GETATTR: {
+      if (body_size < sizeof(fuse_attr_out)) return;
+      fuse_attr_out attr;
+      std::memcpy(&attr, body, sizeof(attr));
+      if (S_ISDIR(attr.attr.mode) && header.opcode == FUSE_SETATTR) {
+        async.Learn(header.nodeid, attr, ticket, now_ns);
+      } else {
+        async.LearnFile(header.nodeid, attr, ticket, now_ns);
+      }
+      return;
+    }
+    case FUSE_CREATE:
+    case FUSE_LOOKUP: {
+      if (body_size < sizeof(fuse_entry_out)) return;
+      fuse_entry_out entry;
+      std::memcpy(&entry, body, sizeof(entry));
+      if (entry.nodeid == 0) return;
+      fuse_attr_out attr{};
+      attr.attr_valid = entry.attr_valid;
+      attr.attr_valid_nsec = entry.attr_valid_nsec;
+      attr.attr = entry.attr;
+      async.LearnFile(entry.nodeid, attr, ticket, now_ns);
+      return;
+    }
+    case FUSE_WRITE: {
+      if (op_in_size < sizeof(fuse_write_in) || body_size < sizeof(fuse_write_out)) return;
+      fuse_write_in in;
+      std::memcpy(&in, op_in, sizeof(in));
+      fuse_write_out out;
+      std::memcpy(&out, body, sizeof(out));
+      async.Wrote(header.nodeid, in.offset + out.size, ticket);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+void ForgetChanged(AsyncRemovals& async, const fuse_in_header& header, const void* op_in,
+                   size_t op_in_size) {
+  switch (header.opcode) {
+    case FUSE_SETXATTR:
+    case FUSE_REMOVEXATTR:
+    case FUSE_FALLOCATE:
+      async.Forget(header.nodeid);
+      return;
+    case FUSE_OPEN:
+      if (op_in_size >= sizeof(fuse_open_in) &&
+          (static_cast<const fuse_open_in*>(op_in)->flags & O_TRUNC) != 0) {
+        async.Forget(header.nodeid);
+      }
+      return;
+    case FUSE_COPY_FILE_RANGE:
+      if (op_in_size >= sizeof(fuse_copy_file_range_in)) {
+        async.Forget(static_cast<const fuse_copy_file_range_in*>(op_in)->nodeid_out);
+      }
+      return;
+    case FUSE_LINK:
+      if (op_in_size >= sizeof(fuse_link_in)) {
+        async.Forget(static_cast<const fuse_link_in*>(op_in)->oldnodeid);
+      }
+      return;
+    case FUSE_UNLINK:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+      async.ForgetFiles();
+      return;
+    default:
+      return;
+  }
 }
 
 }  // namespace ringfs::frontend

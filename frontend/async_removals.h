@@ -1,5 +1,5 @@
-// Unlinks answered before the server has run them (the async_unlink mount option), and the
-// order every other request keeps with them.
+// Unlinks and SETATTRs answered before the server has run them (the async_unlink and
+// async_setattr mount options), and the order every other request keeps with them.
 //
 // An UNLINK costs the caller two ring round trips, and one of them a server round trip: the
 // UNLINK itself, then the directory's GETATTR the kernel's next permission check asks for (the
@@ -13,6 +13,17 @@
 // can never overtake one it follows, whichever queue each went through. A request waits only
 // for the unlinks before it: a stream of new ones cannot starve it.
 //
+// A SETATTR of a regular file (mode, owner, times; never a size) is answered early when the
+// mount knows the file's attributes as the server last sent them (a create's, lookup's,
+// getattr's or setattr's answer, sizes grown by this mount's writes) less than kFreshNs ago:
+// the answer is those attributes with the change applied, valid for no time, so the kernel
+// asks again (behind the SETATTR) before it shows any of them. Requests on that node (I/O
+// included: a write must not overtake the times set before it) wait for its early SETATTRs
+// (NodeGate), and so do those that could bring or change its attributes by name (NamesGate:
+// a LOOKUP, READDIRPLUS, an UNLINK or RENAME that could remove it, ...). One SETATTR waits in
+// its channel for the one before it on the same node: the server runs a connection's requests
+// in any order.
+//
 // Shared by all workers of a mount. Thread-safe; the lock is held only for a map operation.
 #pragma once
 
@@ -20,6 +31,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <ctime>
 #include <optional>
 #include <set>
 
@@ -31,13 +43,23 @@ namespace ringfs::frontend {
 
 class AsyncRemovals {
  public:
+  // Which requests may be answered early (the async_unlink and async_setattr options).
+  AsyncRemovals(bool unlinks = true, bool setattrs = false)
+      : unlinks_(unlinks), setattrs_(setattrs) {}
+
   // A directory's attributes from the server answer early unlinks in it for this long after
   // they came (each unlink's own answer brings them again).
   static constexpr uint64_t kFreshNs = 1'000'000'000;
   // Most early unlinks outstanding in one directory: past it they go the synchronous way.
   static constexpr uint32_t kMaxPerDir = 4096;
-  // Directories whose attributes are kept; past it those with nothing outstanding are pruned.
+  // Nodes whose attributes are kept; past it those with nothing outstanding are pruned.
   static constexpr size_t kMaxDirs = 4096;
+  // The SETATTR changes answered early: no size (the kernel drops pages, the server may refuse
+  // it), no ctime (the kernel sends one only with a writeback cache). A chown always carries
+  // FATTR_KILL_SUIDGID: a no-op on a file without setuid/setgid bits, the only ones answered.
+  static constexpr uint32_t kEarlySetattrValid = FATTR_MODE | FATTR_UID | FATTR_GID | FATTR_ATIME |
+                                                 FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW |
+                                                 FATTR_FH | FATTR_LOCKOWNER | FATTR_KILL_SUIDGID;
   // How long the kernel may keep attributes DirAttrs answered. Each unlink voids them anyway;
   // this spares the second GETATTR of one unlink (its lookup's permission check, then its
   // own), and bounds how long the directory's times stay those from before the unlinks.
@@ -49,14 +71,24 @@ class AsyncRemovals {
   // Attributes of `dir` the server sent (a post-operation trailer, common/dir_attrs.h, or a
   // SETATTR's answer) in answer to a request with `ticket`, at `now_ns`. Older ones than those
   // held (by ctime, then ticket) are ignored: answers on different connections arrive in any
-  // order.
+  // order. So are those of a node with early SETATTRs outstanding (EndSetattr brings them).
   void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+  // The same for a regular file (a CREATE's, LOOKUP's, GETATTR's or SETATTR's answer); a no-op
+  // without async_setattr.
+  void LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+  // A WRITE with `ticket` through this mount ended at `end` (offset + bytes written): the file
+  // is at least that long. Times and blocks are not known; answers made from these attributes
+  // are valid for no time, so the kernel never shows them.
+  void Wrote(uint64_t node, uint64_t end, uint64_t ticket);
   // What the mount knew of `dir`'s attributes may be stale (an invalidation, a SETATTR or xattr
   // change sent or answered): not used again until the answer to a request sent after now
   // brings them.
   void Forget(uint64_t dir);
   // Pushes may have been lost (a connection ended): forget every directory's attributes.
   void ForgetAll();
+  // A name was removed or replaced (UNLINK, RENAME): some file's link count and ctime changed.
+  // Forgets every regular file's attributes (a no-op without async_setattr).
+  void ForgetFiles();
 
   // An UNLINK in `dir` may be answered now: its sequence number (> 0), or 0 when it must go the
   // synchronous way (no fresh attributes of `dir` to answer the kernel's next GETATTR with).
@@ -69,12 +101,36 @@ class AsyncRemovals {
   // names, and the unlink fail with ESTALE); End hands them back.
   bool DeferForget(uint64_t node, uint64_t nlookup);
 
+  // A SETATTR of `node` may be answered now: its sequence number and the answer, or nullopt
+  // when it must go the synchronous way (not enabled, attributes unknown or stale, a change not
+  // answered early, setuid/setgid bits involved, too many outstanding). `*after`: the early
+  // SETATTR of the same node it must not overtake (0: none). `now_real`: the ctime it gives.
+  struct EarlySetattr {
+    uint64_t seq = 0;
+    uint64_t after = 0;
+    fuse_attr_out answer{};
+  };
+  std::optional<EarlySetattr> BeginSetattr(uint64_t node, const fuse_setattr_in& in,
+                                           uint64_t now_ns, const timespec& now_real);
+  // The server answered early SETATTR `seq` of `node` with `attr` (null: it failed, or ended
+  // without an answer: the attributes are forgotten). Returns as End does.
+  [[nodiscard]] uint64_t EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr);
+
   // What a request accepted now must wait for: the last unlink started, or 0 when none is
   // outstanding.
   uint64_t Gate() const {
     return lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX
                ? 0
                : last_started_.load(std::memory_order_acquire);
+  }
+  // ... for a request on `node` (any opcode, I/O included): its last early SETATTR outstanding.
+  uint64_t NodeGate(uint64_t node) const;
+  // ... for a request that could bring or change some file's attributes by name: the last early
+  // SETATTR started.
+  uint64_t NamesGate() const {
+    return lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX
+               ? 0
+               : last_setattr_.load(std::memory_order_acquire);
   }
   // Every unlink up to `gate` has been answered by the server. Lock-free.
   bool Passed(uint64_t gate) const {
@@ -94,9 +150,12 @@ class AsyncRemovals {
 
   // An early unlink failed at the server (or ended without its answer).
   void Failed();
+  void SetattrFailed() { setattrs_failed_.fetch_add(1, std::memory_order_relaxed); }
 
   uint64_t started() const { return started_.load(std::memory_order_relaxed); }
   uint64_t failed() const { return failed_.load(std::memory_order_relaxed); }
+  uint64_t setattrs_started() const { return setattrs_started_.load(std::memory_order_relaxed); }
+  uint64_t setattrs_failed() const { return setattrs_failed_.load(std::memory_order_relaxed); }
   size_t outstanding() const;
   size_t directories() const;
 
@@ -106,9 +165,13 @@ class AsyncRemovals {
     uint64_t ticket = 0;      // of the request whose answer brought `attr`
     uint64_t floor = 0;       // Forget: answers to requests with tickets up to this are stale
     uint64_t learned_ns = 0;  // 0: no attributes (or forgotten)
-    uint32_t outstanding = 0;
+    uint32_t outstanding = 0;       // early unlinks in it and early SETATTRs of it
+    uint32_t setattrs = 0;          // of those, early SETATTRs of it
+    uint64_t last_setattr = 0;      // the seq of the last of them
     uint64_t deferred_forgets = 0;  // DeferForget
   };
+  uint64_t StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t EndLocked(uint64_t seq, uint64_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Dir& FindOrAddLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -120,11 +183,27 @@ class AsyncRemovals {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Directories pruned forgot everything: answers to requests sent before are stale for all.
   uint64_t pruned_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  const bool unlinks_;
+  const bool setattrs_;
   std::atomic<uint64_t> tickets_{0};
+  std::atomic<uint64_t> last_setattr_{0};  // NamesGate()
   std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
   std::atomic<uint64_t> last_started_{0};  // Gate(): published before the unlink is answered
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> setattrs_started_{0};
+  std::atomic<uint64_t> setattrs_failed_{0};
 };
+
+// What the server's successful answer to a request tells `async` of attributes (a SETATTR's,
+// GETATTR's, CREATE's or LOOKUP's; how far a WRITE reached). `op_in`: the request's argument
+// struct; `body`: the answer's.
+void LearnFromReply(AsyncRemovals& async, const fuse_in_header& header, const void* op_in,
+                    size_t op_in_size, const char* body, size_t body_size, uint64_t ticket,
+                    uint64_t now_ns);
+// A request that may have changed a node's attributes in ways its answer does not tell was
+// answered (or ended): what `async` knew of them is forgotten.
+void ForgetChanged(AsyncRemovals& async, const fuse_in_header& header, const void* op_in,
+                   size_t op_in_size);
 
 }  // namespace ringfs::frontend

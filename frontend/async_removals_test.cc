@@ -1,9 +1,10 @@
-// AsyncRemovals: which unlinks may be answered early, what waits for them, and the directory
+// AsyncRemovals: which unlinks and SETATTRs may be answered early, what waits for them, and the
 // attributes answered meanwhile.
 #include "frontend/async_removals.h"
 
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/unique_fd.h"
@@ -146,6 +147,186 @@ TEST(AsyncRemovalsTest, AWaiterIsWokenAtTheNextEndOnce) {
   async.Unregister(wake.get());
   (void)async.End(async.Begin(7, kSec), 7);
   EXPECT_EQ(read(wake.get(), &value, sizeof(value)), -1);
+}
+
+fuse_attr_out FileAttr(uint32_t mode, uint64_t size = 0) {
+  fuse_attr_out out{};
+  out.attr_valid = 60;
+  out.attr.ino = 9;
+  out.attr.mode = S_IFREG | mode;
+  out.attr.nlink = 1;
+  out.attr.uid = 1000;
+  out.attr.gid = 1000;
+  out.attr.size = size;
+  out.attr.mtime = 100;
+  out.attr.ctime = 100;
+  return out;
+}
+
+fuse_setattr_in Chmod(uint32_t mode) {
+  fuse_setattr_in in{};
+  in.valid = FATTR_MODE | FATTR_FH;
+  in.fh = 3;
+  in.mode = mode;
+  return in;
+}
+
+constexpr timespec kNow{5000, 42};
+
+TEST(AsyncSetattrTest, OffUnlessAsked) {
+  AsyncRemovals unlinks_only;  // async_unlink alone
+  unlinks_only.LearnFile(9, FileAttr(0600), unlinks_only.Ticket(), kSec);
+  EXPECT_FALSE(unlinks_only.BeginSetattr(9, Chmod(0644), kSec, kNow));
+  AsyncRemovals setattrs_only(/*unlinks=*/false, /*setattrs=*/true);
+  setattrs_only.Learn(7, DirAttr(0755), setattrs_only.Ticket(), kSec);
+  EXPECT_EQ(setattrs_only.Begin(7, kSec), 0u) << "no early unlinks without async_unlink";
+}
+
+TEST(AsyncSetattrTest, AnswersWithTheChangeAppliedValidForNoTime) {
+  AsyncRemovals async(false, true);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow)) << "nothing known of the file";
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
+  async.Wrote(9, 12000, async.Ticket());
+  async.Wrote(9, 4096, async.Ticket());  // sizes only grow by writes
+  fuse_setattr_in times{};
+  times.valid = FATTR_MTIME | FATTR_ATIME_NOW;
+  times.mtime = 1234;
+  times.mtimensec = 5;
+  auto a = async.BeginSetattr(9, times, kSec, kNow);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->after, 0u);
+  EXPECT_EQ(a->answer.attr.mtime, 1234u);
+  EXPECT_EQ(a->answer.attr.mtimensec, 5u);
+  EXPECT_EQ(a->answer.attr.atime, 5000u);
+  EXPECT_EQ(a->answer.attr.atimensec, 42u);
+  EXPECT_EQ(a->answer.attr.ctime, 5000u) << "a change's ctime";
+  EXPECT_EQ(a->answer.attr.size, 12000u);
+  EXPECT_EQ(a->answer.attr_valid, 0u);
+  EXPECT_EQ(a->answer.attr_valid_nsec, 0u);
+  fuse_setattr_in chown{};
+  chown.valid = FATTR_UID | FATTR_GID | FATTR_KILL_SUIDGID;
+  chown.uid = 0;
+  chown.gid = 5;
+  auto b = async.BeginSetattr(9, chown, kSec, kNow);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->after, a->seq) << "behind the same node's last one";
+  EXPECT_EQ(b->answer.attr.uid, 0u);
+  EXPECT_EQ(b->answer.attr.gid, 5u);
+  EXPECT_EQ(b->answer.attr.mtime, 1234u) << "built on the one before";
+  auto c = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->answer.attr.mode, S_IFREG | 0644u);
+  EXPECT_EQ(async.setattrs_started(), 3u);
+  EXPECT_EQ(async.outstanding(), 3u);
+}
+
+TEST(AsyncSetattrTest, SynchronousWhenTheServerDecidesOrNothingIsKnown) {
+  AsyncRemovals async(false, true);
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
+  fuse_setattr_in truncate = Chmod(0644);
+  truncate.valid |= FATTR_SIZE;
+  EXPECT_FALSE(async.BeginSetattr(9, truncate, kSec, kNow));
+  fuse_setattr_in ctime = Chmod(0644);
+  ctime.valid |= FATTR_CTIME;
+  EXPECT_FALSE(async.BeginSetattr(9, ctime, kSec, kNow));
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(04755), kSec, kNow)) << "setuid asked for";
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec + AsyncRemovals::kFreshNs + 1, kNow))
+      << "too old";
+  async.LearnFile(10, FileAttr(02755), async.Ticket(), kSec);
+  EXPECT_FALSE(async.BeginSetattr(10, Chmod(0644), kSec, kNow)) << "setgid held";
+  async.LearnFile(11, DirAttr(0755), async.Ticket(), kSec);
+  EXPECT_FALSE(async.BeginSetattr(11, Chmod(0700), kSec, kNow)) << "a directory";
+  async.Forget(9);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow)) << "an invalidation";
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
+  async.ForgetFiles();  // an unlink or rename: a link count changed
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow));
+  EXPECT_EQ(async.setattrs_started(), 0u);
+}
+
+TEST(AsyncSetattrTest, RequestsOnTheNodeAndByNameWaitForIt) {
+  AsyncRemovals async(true, true);
+  async.Learn(7, DirAttr(0755), async.Ticket(), kSec);
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
+  EXPECT_EQ(async.NodeGate(9), 0u);
+  EXPECT_EQ(async.NamesGate(), 0u);
+  auto a = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(async.NodeGate(9), a->seq);
+  EXPECT_EQ(async.NodeGate(7), 0u) << "another node";
+  EXPECT_EQ(async.NamesGate(), a->seq);
+  EXPECT_EQ(async.Gate(), 0u) << "what waits for unlinks only does not wait for it";
+  EXPECT_FALSE(async.Passed(async.NodeGate(9)));
+  EXPECT_TRUE(async.DeferForget(9, 2)) << "its FORGET waits";
+  fuse_attr_out server = FileAttr(0644, 10);
+  server.attr.ctime = 101;
+  EXPECT_EQ(async.EndSetattr(a->seq, 9, &server), 2u) << "the FORGET it held back";
+  EXPECT_TRUE(async.Passed(a->seq));
+  EXPECT_EQ(async.NodeGate(9), 0u);
+  auto b = async.BeginSetattr(9, Chmod(0600), kSec, kNow);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->answer.attr.size, 10u) << "the server's attributes replaced the guess";
+  EXPECT_EQ(b->after, 0u);
+}
+
+TEST(AsyncSetattrTest, AnswersFromBeforeItAreNotLearnedAndAFailureForgets) {
+  AsyncRemovals async(false, true);
+  const uint64_t old_ticket = async.Ticket();
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
+  auto a = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
+  ASSERT_TRUE(a);
+  fuse_attr_out stale = FileAttr(0600);
+  stale.attr.ctime = 200;  // newer by ctime, but the server may not have run the chmod yet
+  async.LearnFile(9, stale, old_ticket + 100, kSec);
+  EXPECT_FALSE(async.DirAttrs(9)) << "a file with early SETATTRs is asked for at the server";
+  auto b = async.BeginSetattr(9, Chmod(0640), kSec, kNow);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->answer.attr.mode, S_IFREG | 0640u);
+  (void)async.EndSetattr(a->seq, 9, nullptr);
+  (void)async.EndSetattr(b->seq, 9, nullptr);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow))
+      << "what the server holds is not known after a failure";
+  EXPECT_EQ(async.outstanding(), 0u);
+}
+
+TEST(AsyncSetattrTest, RepliesTeachAttributesAndWrites) {
+  AsyncRemovals async(false, true);
+  fuse_in_header create{};
+  create.opcode = FUSE_CREATE;
+  create.nodeid = 7;
+  struct {
+    fuse_entry_out entry;
+    fuse_open_out open;
+  } created{};
+  created.entry.nodeid = 9;
+  created.entry.attr = FileAttr(0600).attr;
+  LearnFromReply(async, create, nullptr, 0, reinterpret_cast<const char*>(&created),
+                 sizeof(created), async.Ticket(), kSec);
+  fuse_in_header write{};
+  write.opcode = FUSE_WRITE;
+  write.nodeid = 9;
+  fuse_write_in in{};
+  in.offset = 8192;
+  fuse_write_out out{};
+  out.size = 100;
+  LearnFromReply(async, write, &in, sizeof(in), reinterpret_cast<const char*>(&out), sizeof(out),
+                 async.Ticket(), kSec);
+  auto a = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->answer.attr.size, 8292u);
+  (void)async.EndSetattr(a->seq, 9, &a->answer);
+  fuse_in_header xattr{};
+  xattr.opcode = FUSE_SETXATTR;  // an ACL may change the mode
+  xattr.nodeid = 9;
+  ForgetChanged(async, xattr, nullptr, 0);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow));
+  fuse_in_header getattr{};
+  getattr.opcode = FUSE_GETATTR;
+  getattr.nodeid = 9;
+  fuse_attr_out fresh = FileAttr(0600);
+  LearnFromReply(async, getattr, nullptr, 0, reinterpret_cast<const char*>(&fresh), sizeof(fresh),
+                 async.Ticket(), kSec);
+  EXPECT_TRUE(async.BeginSetattr(9, Chmod(0644), kSec, kNow));
 }
 
 }  // namespace

@@ -297,12 +297,14 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
 }
 
 void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                                    uint64_t received_ns, uint64_t seq) {
+                                    uint64_t received_ns, uint64_t seq, uint64_t gate) {
+  if (header.opcode == FUSE_SETATTR && MergeSetattr(header, parts, nparts, seq)) return;
   uint32_t index = 0;
   while (detached_[index].live) ++index;  // CanDetach() said one is free
   Detached& d = detached_[index];
   d.live = true;
   d.seq = seq;
+  d.merged.clear();
   d.since_ns = received_ns;
   d.frame.clear();
   for (int i = 0; i < nparts; ++i) {
@@ -313,10 +315,52 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
   const uint32_t slot = reclaim_slot_ + 1 + index;
   // Its own copy stands for the kernel's bytes, its own buffer for the reply's.
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
-  const PendingReply reply{slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min,
-                           bounds.max};
+  PendingReply reply{slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min, bounds.max};
+  reply.gate = gate;
   const iovec part{d.frame.data(), d.frame.size()};
   Submit(reply, header, &part, 1, received_ns);
+}
+
+bool BackendChannel::MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts,
+                                  uint64_t seq) {
+  if (nparts < 1 || parts[0].iov_len < sizeof(fuse_setattr_in)) return false;
+  fuse_setattr_in in;
+  std::memcpy(&in, parts[0].iov_base, sizeof(in));
+  // The newest waiting one of this node (the server has not seen it): a chmod, chown and utimes
+  // in a row (tar, rsync, cp -p) then cost the server one request, and the caller none. They
+  // commute: no setuid/setgid bits are involved (AsyncRemovals::BeginSetattr).
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    if (!IsDetached(*it)) continue;
+    Record& r = *records_[*it];
+    if (r.header.nodeid != header.nodeid || r.header.opcode != FUSE_SETATTR) continue;
+    Detached& d = detached_[*it - reclaim_slot_ - 1];
+    if (r.reached || d.frame.size() < sizeof(fuse_setattr_in)) return false;
+    fuse_setattr_in held;
+    std::memcpy(&held, d.frame.data(), sizeof(held));
+    if ((in.valid & FATTR_FH) != 0 && (held.valid & FATTR_FH) != 0 && in.fh != held.fh) {
+      return false;
+    }
+    if ((in.valid & FATTR_FH) != 0) held.fh = in.fh;
+    if ((in.valid & FATTR_LOCKOWNER) != 0) held.lock_owner = in.lock_owner;
+    if ((in.valid & FATTR_MODE) != 0) held.mode = in.mode;
+    if ((in.valid & FATTR_UID) != 0) held.uid = in.uid;
+    if ((in.valid & FATTR_GID) != 0) held.gid = in.gid;
+    if ((in.valid & (FATTR_ATIME | FATTR_ATIME_NOW)) != 0) {
+      held.valid &= ~(FATTR_ATIME | FATTR_ATIME_NOW);
+      held.atime = in.atime;
+      held.atimensec = in.atimensec;
+    }
+    if ((in.valid & (FATTR_MTIME | FATTR_MTIME_NOW)) != 0) {
+      held.valid &= ~(FATTR_MTIME | FATTR_MTIME_NOW);
+      held.mtime = in.mtime;
+      held.mtimensec = in.mtimensec;
+    }
+    held.valid |= in.valid;
+    std::memcpy(d.frame.data(), &held, sizeof(held));
+    d.merged.push_back(seq);
+    return true;
+  }
+  return false;
 }
 
 void BackendChannel::SubmitOneWay(const void* frame, size_t size) {
@@ -982,10 +1026,10 @@ void BackendChannel::OnTick() {
     }
     if (now - oldest > kDetachedOwedWarnNs) {
       owed_warned_ns_ = now;
-      RINGFS_LOG_WARN("queue %u: %u unlinks answered early are still not answered by %s, the "
-                      "oldest after %.0f s; the requests that follow them wait",
-                      config_.queue, detached_live_, config_.address.text,
-                      (now - oldest) / 1e9);
+      RINGFS_LOG_WARN(
+          "queue %u: %u unlinks or attribute changes answered early are still not answered by %s, "
+          "the oldest after %.0f s; the requests that follow them wait",
+          config_.queue, detached_live_, config_.address.text, (now - oldest) / 1e9);
     }
   }
   sink_->OnTick();
@@ -1116,24 +1160,22 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     if (config_.direct_write_only) {
       AdjustOpenReply(r.header.opcode, op_in, op_in_size, r.reply.body, body);
     }
-    if (config_.async != nullptr && r.header.opcode == FUSE_SETATTR &&
-        body >= sizeof(fuse_attr_out)) {
-      // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed.
-      fuse_attr_out attr;
-      std::memcpy(&attr, r.reply.body, sizeof(attr));
-      if (S_ISDIR(attr.attr.mode)) {
-        config_.async->Learn(r.header.nodeid, attr, r.async_ticket, MonotonicNs());
-      }
+    if (config_.async != nullptr && !IsDetached(slot)) {
+      // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed; a
+      // file's attributes, for SETATTRs answered early (a detached one's: FinishDetached).
+      LearnFromReply(*config_.async, r.header, op_in, op_in_size, r.reply.body, body,
+                     r.async_ticket, MonotonicNs());
     }
   }
-  if (config_.async != nullptr &&
-      (r.header.opcode == FUSE_SETXATTR || r.header.opcode == FUSE_REMOVEXATTR)) {
-    // An ACL may have changed the mode: requests sent before this answer, which may have run
-    // before the change, no longer bring the directory's attributes (their answers carry none).
-    config_.async->Forget(r.header.nodeid);
+  if (config_.async != nullptr) {
+    // Whatever the answer: the change may have run (an ACL may have changed the mode, a
+    // fallocate the size, an unlink a link count). Requests sent before this answer, which may
+    // have run before the change, no longer bring the node's attributes.
+    ForgetChanged(*config_.async, r.header, r.iovcnt > 1 ? r.iov[1].iov_base : nullptr,
+                  r.iovcnt > 1 ? r.iov[1].iov_len : 0);
   }
   if (IsDetached(slot)) {
-    FinishDetached(slot, error, origin);
+    FinishDetached(slot, error, body, origin);
     return;
   }
   fuse_out_header header{};
@@ -1143,15 +1185,30 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   answered_.push_back({slot, header, body, origin});
 }
 
-void BackendChannel::FinishDetached(uint32_t slot, int error, ReplyOrigin origin) {
+void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, ReplyOrigin origin) {
   const Record& r = *records_[slot];
   Detached& d = detached_[slot - reclaim_slot_ - 1];
   d.live = false;
   --detached_live_;
-  // ENOENT: the name is gone, as asked (another client, or an instance that died after it ran).
-  if (error != 0 && error != -ENOENT) FailedDetached(r, d, error, origin);
-  // After the failure's invalidation is posted: what the gate held back then finds the name.
-  if (uint64_t forgets = config_.async->End(d.seq, r.header.nodeid); forgets > 0) {
+  uint64_t forgets = 0;
+  if (r.header.opcode == FUSE_SETATTR) {
+    const bool done = error == 0 && origin == ReplyOrigin::kServer && body >= sizeof(fuse_attr_out);
+    fuse_attr_out attr{};
+    if (done) std::memcpy(&attr, r.reply.body, sizeof(attr));
+    if (!done) FailedSetattr(r, d, error, origin);
+    forgets = config_.async->EndSetattr(d.seq, r.header.nodeid, done ? &attr : nullptr);
+    for (uint64_t seq : d.merged) {
+      forgets += config_.async->EndSetattr(seq, r.header.nodeid, done ? &attr : nullptr);
+    }
+    d.merged.clear();
+  } else {
+    // ENOENT: the name is gone, as asked (another client, or an instance that died after it
+    // ran).
+    if (error != 0 && error != -ENOENT) FailedDetached(r, d, error, origin);
+    // After the failure's invalidation is posted: what the gate held back then finds the name.
+    forgets = config_.async->End(d.seq, r.header.nodeid);
+  }
+  if (forgets > 0) {
     // The kernel's FORGETs of the directory, held until its unlinks were answered.
     const std::string frame = OwnForget(r.header.nodeid, forgets);
     SubmitOneWay(frame.data(), frame.size());
@@ -1195,20 +1252,47 @@ void BackendChannel::FailedDetached(const Record& r, const Detached& d, int erro
   }
 }
 
+void BackendChannel::FailedSetattr(const Record& r, const Detached& d, int error,
+                                   ReplyOrigin origin) {
+  // Each early SETATTR folded into this one failed with it.
+  for (size_t i = 0; i <= d.merged.size(); ++i) config_.async->SetattrFailed();
+  const bool unknown = origin != ReplyOrigin::kServer;
+  RINGFS_LOG_WARN(
+      "queue %u: setattr of node %llu (valid 0x%x), answered before the server ran "
+      "it, %s: %s; the kernel asks for the file's attributes again",
+      config_.queue, static_cast<unsigned long long>(r.header.nodeid),
+      r.iovcnt > 1 && r.iov[1].iov_len >= sizeof(fuse_setattr_in)
+          ? static_cast<const fuse_setattr_in*>(r.iov[1].iov_base)->valid
+          : 0u,
+      unknown ? "ended without the server's answer (it may or may not have run)"
+              : "failed at the server",
+      std::strerror(error < 0 ? -error : EIO));
+  // The kernel holds the attributes the early answer gave.
+  if (config_.notifier != nullptr) {
+    std::vector<wire::Invalidation> again(1);
+    again[0].kind = wire::InvalidationKind::kInode;
+    again[0].nodeid = r.header.nodeid;
+    config_.notifier->Post(std::move(again));
+  }
+}
+
 bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
   if (detached_live_ == 0) return false;
   const uint64_t now = MonotonicNs();
   if (*deadline_ns == 0) {
     *deadline_ns = now + kDetachedDrainNs;
-    RINGFS_LOG_INFO("queue %u: the mount ended with %u unlinks answered early not yet answered "
-                    "by the server; waiting for them", config_.queue, detached_live_);
+    RINGFS_LOG_INFO(
+        "queue %u: the mount ended with %u unlinks or attribute changes answered early not yet "
+        "answered by the server; waiting for them",
+        config_.queue, detached_live_);
     return true;
   }
   if (now < *deadline_ns) return true;
-  RINGFS_LOG_ERROR("queue %u: %u unlinks answered early were not answered by the server within "
-                   "%llu s of the mount's end; they may not have run",
-                   config_.queue, detached_live_,
-                   static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
+  RINGFS_LOG_ERROR(
+      "queue %u: %u unlinks or attribute changes answered early were not answered by the server "
+      "within %llu s of the mount's end; they may not have run",
+      config_.queue, detached_live_,
+      static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
   return false;
 }
 

@@ -163,8 +163,10 @@ class BackendChannel {
   // An UNLINK the mount answers now (AsyncRemovals `seq`): its bytes are copied, the channel
   // sends it (again after a lost connection) and owns its answer: a failure is logged, counted
   // and the kernel told to look the name up again. REQUIRES: CanDetach().
+  // A SETATTR answered early likewise: a failure is logged, counted and the kernel told to ask
+  // for the node's attributes again. `gate`: as PendingReply::gate.
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate = 0);
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
   // Early unlinks the server has not answered yet: a worker on its way out waits for them.
   uint32_t detached() const { return detached_live_; }
@@ -249,6 +251,7 @@ class BackendChannel {
   struct Detached {
     bool live = false;
     uint64_t seq = 0;
+    std::vector<uint64_t> merged;  // early SETATTRs of the same node folded into this one
     uint64_t since_ns = 0;     // when it was answered (the owed-too-long warning)
     std::string frame;         // argument struct and payload, as the kernel sent them
     std::vector<char> reply;   // room for the reply's trailers
@@ -339,7 +342,11 @@ class BackendChannel {
   bool Busy(uint32_t slot) const;
   bool IsDetached(uint32_t slot) const { return slot > reclaim_slot_; }
   // The server answered a detached record (or it ended without an answer).
-  void FinishDetached(uint32_t slot, int error, ReplyOrigin origin);
+  void FinishDetached(uint32_t slot, int error, size_t body, ReplyOrigin origin);
+  // Folds an early SETATTR into the same node's one still waiting here; false when there is
+  // none (or it cannot be folded).
+  bool MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts, uint64_t seq);
+  void FailedSetattr(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   uint32_t window() const;

@@ -1,7 +1,12 @@
 #include "frontend/forwarder.h"
 
+#include <fcntl.h>
+#include <time.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "common/fuse_ops.h"
@@ -110,6 +115,26 @@ bool IndependentOfUnlinks(uint32_t opcode) {
   }
 }
 
+// Requests that could bring a file's attributes, or change or remove it, by a name or by
+// another node than their own: they wait for every early SETATTR before them
+// (AsyncRemovals::NamesGate). A create of a new name (O_EXCL) makes a new node.
+bool MeetsFilesByName(const KernelRequest& request) {
+  switch (request.opcode()) {
+    case FUSE_LOOKUP:
+    case FUSE_READDIRPLUS:
+    case FUSE_LINK:
+    case FUSE_UNLINK:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+    case FUSE_COPY_FILE_RANGE:
+      return true;
+    case FUSE_CREATE:
+      return (request.Struct<fuse_create_in>().flags & O_EXCL) == 0;
+    default:
+      return false;
+  }
+}
+
 bool AnswersWithEntry(uint32_t opcode) {
   return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
          opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
@@ -189,12 +214,31 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
-  if (config_.async != nullptr && request.opcode() == FUSE_UNLINK && channel_->CanDetach()) {
+  if (config_.async != nullptr && request.opcode() == FUSE_SETATTR && channel_->CanDetach()) {
+    timespec now_real{};
+    clock_gettime(CLOCK_REALTIME, &now_real);
+    if (std::optional<AsyncRemovals::EarlySetattr> early =
+            config_.async->BeginSetattr(request.header.nodeid, request.Struct<fuse_setattr_in>(),
+                                        state->received_ns, now_real)) {
+      RecordSending(request, /*early_setattr=*/true);
+      iovec parts[2];
+      const int nparts = Parts(request, parts);
+      // Behind the same node's last early SETATTR, and the unlinks before it (a link count).
+      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, early->seq,
+                               std::max(early->after, config_.async->Gate()));
+      CountForwarded(request, *state);
+      std::memcpy(body, &early->answer, sizeof(early->answer));
+      return Answer(request, state, 0, sizeof(early->answer), ReplyOrigin::kLocal);
+    }
+  }
+  // Not while an early SETATTR is owed: it could be of the file this removes.
+  if (config_.async != nullptr && request.opcode() == FUSE_UNLINK && channel_->CanDetach() &&
+      config_.async->Passed(config_.async->NamesGate())) {
     if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
       RecordSending(request);
       iovec parts[2];
       const int nparts = Parts(request, parts);
-      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq);
+      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq, 0);
       CountForwarded(request, *state);
       return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }
@@ -210,8 +254,11 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
-  if (config_.async != nullptr && !IndependentOfUnlinks(request.opcode())) {
-    pending.gate = config_.async->Gate();
+  if (config_.async != nullptr) {
+    uint64_t gate = IndependentOfUnlinks(request.opcode()) ? 0 : config_.async->Gate();
+    gate = std::max(gate, config_.async->NodeGate(request.header.nodeid));
+    if (MeetsFilesByName(request)) gate = std::max(gate, config_.async->NamesGate());
+    pending.gate = gate;
   }
   iovec parts[2];
   const int nparts = Parts(request, parts);
@@ -252,7 +299,7 @@ int Forwarder::Parts(const KernelRequest& request, iovec (&parts)[2]) {
   return 2;
 }
 
-void Forwarder::RecordSending(const KernelRequest& request) {
+void Forwarder::RecordSending(const KernelRequest& request, bool early_setattr) {
   // Just before it is sent, on the sending thread: from here to the channel's BeginChange no
   // other request can record an answer that this one's names or node make stale.
   RecordNames(request, config_.dirs, config_.kept);
@@ -260,6 +307,9 @@ void Forwarder::RecordSending(const KernelRequest& request) {
   if (config_.async != nullptr) {
     switch (request.opcode()) {
       case FUSE_SETATTR:  // its answer brings the new attributes back (BackendChannel::Answer)
+        // One answered early made them itself (AsyncRemovals::BeginSetattr).
+        if (!early_setattr) config_.async->Forget(request.header.nodeid);
+        break;
       case FUSE_SETXATTR:  // an ACL may change the mode
       case FUSE_REMOVEXATTR:
         config_.async->Forget(request.header.nodeid);

@@ -43,7 +43,8 @@ class RequestChannel {
   // As BackendChannel::CanDetach and SubmitDetached.
   virtual bool CanDetach() const { return false; }
   virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
-                              int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/) {}
+                              int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/,
+                              uint64_t /*gate*/) {}
 };
 
 // The worker's BackendChannel behind that seam. REQUIRES: the channel outlives this.
@@ -59,8 +60,8 @@ class BackendRequestChannel final : public RequestChannel {
   }
   bool CanDetach() const override { return channel_->CanDetach(); }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq) override {
-    channel_->SubmitDetached(header, parts, nparts, received_ns, seq);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate) override {
+    channel_->SubmitDetached(header, parts, nparts, received_ns, seq, gate);
   }
 
  private:
@@ -143,7 +144,8 @@ class Forwarder {
   // The request's parts as the channel sends them (argument struct, payload); returns how many.
   static int Parts(const KernelRequest& request, iovec (&parts)[2]);
   // Before a request goes to the server: what it changes is no longer known by the caches.
-  void RecordSending(const KernelRequest& request);
+  // `early_setattr`: a SETATTR answered early, whose attributes AsyncRemovals made already.
+  void RecordSending(const KernelRequest& request, bool early_setattr = false);
   // The counters of a request sent to the server.
   void CountForwarded(const KernelRequest& request, const RequestState& state);
   // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.

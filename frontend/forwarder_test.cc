@@ -36,6 +36,7 @@ class RecordingChannel final : public RequestChannel {
     std::string body;  // the parts, gathered
     int nparts;
     uint64_t received_ns;
+    uint64_t detached_gate = 0;  // SubmitDetached's gate
   };
 
   void Submit(const PendingReply& reply, const fuse_in_header& header, const iovec* parts,
@@ -51,12 +52,13 @@ class RecordingChannel final : public RequestChannel {
   }
   bool CanDetach() const override { return detach; }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq) override {
+                      uint64_t received_ns, uint64_t seq, uint64_t gate) override {
     Submitted call{PendingReply{}, header, "", nparts, received_ns};
     for (int i = 0; i < nparts; ++i) {
       call.body.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);
     }
     call.reply.gate = seq;  // where the test looks for it
+    call.detached_gate = gate;
     detached.push_back(call);
   }
 

@@ -98,9 +98,12 @@ class MountSession {
   // Which nodes have no file capability (only with invalidations, which keep it coherent).
   std::unique_ptr<XattrAbsenceCache> xattrs_;
   std::unique_ptr<CompleteDirs> complete_dirs_;  // null with no_complete_dirs
-  // Null without async_unlink, or without post-op directory attributes (no_dir_attrs).
+  // Null without async_unlink and async_setattr, or without post-op directory attributes
+  // (no_dir_attrs).
   std::unique_ptr<AsyncRemovals> async_removals_ =
-      options_.async_unlink && options_.dir_attrs ? std::make_unique<AsyncRemovals>() : nullptr;
+      (options_.async_unlink || options_.async_setattr) && options_.dir_attrs
+          ? std::make_unique<AsyncRemovals>(options_.async_unlink, options_.async_setattr)
+          : nullptr;
   std::unique_ptr<KeptEntries> kept_entries_;    // null with no_kept_entries or no complete_dirs_
   // Writes the server's invalidations into the kernel; before the workers, whose channels post
   // to it, so it is destroyed after them. Null with no_invalidations.

@@ -115,6 +115,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->reset_names = true;
   } else if (key == "async_unlink") {
     out->async_unlink = true;
+  } else if (key == "async_setattr") {
+    out->async_setattr = true;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -251,6 +253,8 @@ std::string Usage() {
          "         anything mounted inside this mount, in every mount namespace)\n"
          "         async_unlink (answer unlink before the server ran it, 2x faster; a failure\n"
          "         there is only logged, and the name comes back)\n"
+         "         async_setattr (answer chmod, chown and utimes of files before the server\n"
+         "         ran them; a failure there is only logged)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

@@ -88,6 +88,10 @@ struct MountOptions {
   // async_unlink: answer an UNLINK before the server has run it (frontend/async_removals.h);
   // a failure there is then only logged and counted. Off by default, as CephFS's nowsync.
   bool async_unlink = false;
+  // async_setattr: answer a chmod, chown or utimes of a regular file before the server has run
+  // it (AsyncRemovals::BeginSetattr); a failure there is then only logged and counted. Off by
+  // default (CephFS buffers such changes only under an exclusive capability).
+  bool async_setattr = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

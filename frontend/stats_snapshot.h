@@ -100,6 +100,8 @@ struct StatsSnapshot {
   uint64_t cache_resets_names_kept = 0;  // of those, without marking names stale
   uint64_t async_unlinks = 0;            // AsyncRemovals: unlinks answered early
   uint64_t async_unlink_failures = 0;    // ... that failed at the server, or ended unanswered
+  uint64_t async_setattrs = 0;           // AsyncRemovals: SETATTRs answered early
+  uint64_t async_setattr_failures = 0;   // ... that failed at the server, or ended unanswered
   // Directories known complete (frontend/complete_dirs.h), and changes sent and not yet answered
   // by the server (while any is, no reply's word is trusted: CompleteDirs::BeginChange).
   uint64_t complete_dirs = 0;
