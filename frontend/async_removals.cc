@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 
@@ -32,15 +33,22 @@ void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t tick
 
 void AsyncRemovals::LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket,
                               uint64_t now_ns) {
-  if (setattrs_ && S_ISREG(attr.attr.mode)) Learn(node, attr, ticket, now_ns);
+  if (!setattrs_ || !S_ISREG(attr.attr.mode)) return;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ticket <= files_floor_) return;
+  }
+  Learn(node, attr, ticket, now_ns);
 }
 
-void AsyncRemovals::Wrote(uint64_t node, uint64_t end, uint64_t ticket) {
+void AsyncRemovals::Wrote(uint64_t node, uint64_t end) {
   if (!setattrs_) return;
   absl::MutexLock lock(&mu_);
-  auto it = dirs_.find(node);
-  if (it == dirs_.end() || it->second.learned_ns == 0 || ticket <= it->second.floor) return;
-  if (end > it->second.attr.attr.size) it->second.attr.attr.size = end;
+  Dir& d = FindOrAddLocked(node);
+  // A GETATTR or LOOKUP sent before the write may have run before it and be answered after it:
+  // its size is too small, and given to the kernel it would cut i_size (and its pages).
+  d.floor = tickets_.load(std::memory_order_relaxed);
+  if (d.learned_ns != 0 && end > d.attr.attr.size) d.attr.attr.size = end;
 }
 
 AsyncRemovals::Dir& AsyncRemovals::FindOrAddLocked(uint64_t dir) {
@@ -84,12 +92,8 @@ void AsyncRemovals::ForgetAll() {
 void AsyncRemovals::ForgetFiles() {
   if (!setattrs_) return;
   absl::MutexLock lock(&mu_);
-  const uint64_t floor = tickets_.load(std::memory_order_relaxed);
-  for (auto& [node, d] : dirs_) {
-    if (d.learned_ns == 0 || !S_ISREG(d.attr.attr.mode)) continue;
-    d.learned_ns = 0;
-    d.floor = floor;
-  }
+  // BeginSetattr compares it with the ticket the attributes came with; no scan.
+  files_floor_ = tickets_.load(std::memory_order_relaxed);
 }
 
 uint64_t AsyncRemovals::Begin(uint64_t dir, uint64_t now_ns) {
@@ -126,7 +130,7 @@ std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t 
   Dir& d = it->second;
   fuse_attr& attr = d.attr.attr;
   if (d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns || !S_ISREG(attr.mode) ||
-      d.outstanding >= kMaxPerDir) {
+      d.ticket <= files_floor_ || d.outstanding >= kMaxPerDir) {
     return std::nullopt;
   }
   // The server's own rules decide these: a chown clears setuid/setgid bits, a chmod by a
@@ -182,8 +186,12 @@ uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_
       d.floor = tickets_.load(std::memory_order_relaxed);
     } else if (d.setattrs == 0 && d.learned_ns != 0) {
       // The server's own, with every early change of this node in them (each waited for the
-      // one before). Its times may differ from those answered (ctime is the server's).
+      // one before). Its times may differ from those answered (ctime is the server's). Its size
+      // may miss a write that was in flight beside it and answered first (Wrote): nothing but
+      // a truncate, never answered early, makes a file shorter.
+      const uint64_t size = std::max(attr->attr.size, d.attr.attr.size);
       d.attr = *attr;
+      d.attr.attr.size = size;
       d.ticket = tickets_.load(std::memory_order_relaxed);
     }
   }
@@ -191,7 +199,7 @@ uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_
 }
 
 uint64_t AsyncRemovals::NodeGate(uint64_t node) const {
-  if (lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
+  if (!setattrs_ || lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(node);
   return it == dirs_.end() || it->second.setattrs == 0 ? 0 : it->second.last_setattr;
@@ -306,7 +314,7 @@ void LearnFromReply(AsyncRemovals& async, const fuse_in_header& header, const vo
       std::memcpy(&in, op_in, sizeof(in));
       fuse_write_out out;
       std::memcpy(&out, body, sizeof(out));
-      async.Wrote(header.nodeid, in.offset + out.size, ticket);
+      async.Wrote(header.nodeid, in.offset + out.size);
       return;
     }
     default:
@@ -316,9 +324,12 @@ void LearnFromReply(AsyncRemovals& async, const fuse_in_header& header, const vo
 
 void ForgetChanged(AsyncRemovals& async, const fuse_in_header& header, const void* op_in,
                    size_t op_in_size) {
+  if (header.opcode == FUSE_SETXATTR || header.opcode == FUSE_REMOVEXATTR) {
+    async.Forget(header.nodeid);  // directories too: early unlinks answer their GETATTRs
+    return;
+  }
+  if (!async.setattrs()) return;  // the rest only matters to files' attributes
   switch (header.opcode) {
-    case FUSE_SETXATTR:
-    case FUSE_REMOVEXATTR:
     case FUSE_FALLOCATE:
       async.Forget(header.nodeid);
       return;

@@ -76,10 +76,11 @@ class AsyncRemovals {
   // The same for a regular file (a CREATE's, LOOKUP's, GETATTR's or SETATTR's answer); a no-op
   // without async_setattr.
   void LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
-  // A WRITE with `ticket` through this mount ended at `end` (offset + bytes written): the file
-  // is at least that long. Times and blocks are not known; answers made from these attributes
-  // are valid for no time, so the kernel never shows them.
-  void Wrote(uint64_t node, uint64_t end, uint64_t ticket);
+  // A WRITE through this mount ended at `end` (offset + bytes written): the file is at least
+  // that long, and answers to requests sent before now may not say so (they bring no
+  // attributes). Times and blocks are not known; answers made from these attributes are valid
+  // for no time, so the kernel never shows them.
+  void Wrote(uint64_t node, uint64_t end);
   // What the mount knew of `dir`'s attributes may be stale (an invalidation, a SETATTR or xattr
   // change sent or answered): not used again until the answer to a request sent after now
   // brings them.
@@ -87,7 +88,8 @@ class AsyncRemovals {
   // Pushes may have been lost (a connection ended): forget every directory's attributes.
   void ForgetAll();
   // A name was removed or replaced (UNLINK, RENAME): some file's link count and ctime changed.
-  // Forgets every regular file's attributes (a no-op without async_setattr).
+  // Forgets every regular file's attributes, and answers to requests sent before now bring none
+  // (a no-op without async_setattr).
   void ForgetFiles();
 
   // An UNLINK in `dir` may be answered now: its sequence number (> 0), or 0 when it must go the
@@ -125,6 +127,8 @@ class AsyncRemovals {
   }
   // ... for a request on `node` (any opcode, I/O included): its last early SETATTR outstanding.
   uint64_t NodeGate(uint64_t node) const;
+  // Whether early SETATTRs are answered at all (async_setattr).
+  bool setattrs() const { return setattrs_; }
   // ... for a request that could bring or change some file's attributes by name: the last early
   // SETATTR started.
   uint64_t NamesGate() const {
@@ -183,6 +187,8 @@ class AsyncRemovals {
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Directories pruned forgot everything: answers to requests sent before are stale for all.
   uint64_t pruned_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  // ForgetFiles: regular files' attributes learned with tickets up to this are stale.
+  uint64_t files_floor_ ABSL_GUARDED_BY(mu_) = 0;
   const bool unlinks_;
   const bool setattrs_;
   std::atomic<uint64_t> tickets_{0};

@@ -186,8 +186,8 @@ TEST(AsyncSetattrTest, AnswersWithTheChangeAppliedValidForNoTime) {
   AsyncRemovals async(false, true);
   EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow)) << "nothing known of the file";
   async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
-  async.Wrote(9, 12000, async.Ticket());
-  async.Wrote(9, 4096, async.Ticket());  // sizes only grow by writes
+  async.Wrote(9, 12000);
+  async.Wrote(9, 4096);  // sizes only grow by writes
   fuse_setattr_in times{};
   times.valid = FATTR_MTIME | FATTR_ATIME_NOW;
   times.mtime = 1234;
@@ -238,9 +238,12 @@ TEST(AsyncSetattrTest, SynchronousWhenTheServerDecidesOrNothingIsKnown) {
   EXPECT_FALSE(async.BeginSetattr(11, Chmod(0700), kSec, kNow)) << "a directory";
   async.Forget(9);
   EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow)) << "an invalidation";
+  const uint64_t before_unlink = async.Ticket();  // a LOOKUP sent before the unlink
   async.LearnFile(9, FileAttr(0600), async.Ticket(), kSec);
   async.ForgetFiles();  // an unlink or rename: a link count changed
   EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow));
+  async.LearnFile(9, FileAttr(0600), before_unlink, kSec);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow)) << "an answer from before it";
   EXPECT_EQ(async.setattrs_started(), 0u);
 }
 
@@ -260,12 +263,14 @@ TEST(AsyncSetattrTest, RequestsOnTheNodeAndByNameWaitForIt) {
   EXPECT_TRUE(async.DeferForget(9, 2)) << "its FORGET waits";
   fuse_attr_out server = FileAttr(0644, 10);
   server.attr.ctime = 101;
+  async.Wrote(9, 20);  // a write in flight beside it, answered first
   EXPECT_EQ(async.EndSetattr(a->seq, 9, &server), 2u) << "the FORGET it held back";
   EXPECT_TRUE(async.Passed(a->seq));
   EXPECT_EQ(async.NodeGate(9), 0u);
   auto b = async.BeginSetattr(9, Chmod(0600), kSec, kNow);
   ASSERT_TRUE(b);
-  EXPECT_EQ(b->answer.attr.size, 10u) << "the server's attributes replaced the guess";
+  EXPECT_EQ(b->answer.attr.size, 20u) << "the server's attributes, the write's size kept";
+  EXPECT_EQ(b->answer.attr.mode, S_IFREG | 0600u);
   EXPECT_EQ(b->after, 0u);
 }
 
@@ -309,8 +314,16 @@ TEST(AsyncSetattrTest, RepliesTeachAttributesAndWrites) {
   in.offset = 8192;
   fuse_write_out out{};
   out.size = 100;
+  const uint64_t before_write = async.Ticket();  // a GETATTR sent before the write
   LearnFromReply(async, write, &in, sizeof(in), reinterpret_cast<const char*>(&out), sizeof(out),
                  async.Ticket(), kSec);
+  fuse_in_header old_getattr{};
+  old_getattr.opcode = FUSE_GETATTR;
+  old_getattr.nodeid = 9;
+  fuse_attr_out short_file = FileAttr(0600, 0);
+  short_file.attr.ctime = 100;
+  LearnFromReply(async, old_getattr, nullptr, 0, reinterpret_cast<const char*>(&short_file),
+                 sizeof(short_file), before_write, kSec);
   auto a = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->answer.attr.size, 8292u);

@@ -297,8 +297,12 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
 }
 
 void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                                    uint64_t received_ns, uint64_t seq, uint64_t gate) {
-  if (header.opcode == FUSE_SETATTR && MergeSetattr(header, parts, nparts, seq)) return;
+                                    uint64_t received_ns, uint64_t seq, uint64_t gate,
+                                    uint64_t after) {
+  if (header.opcode == FUSE_SETATTR && after != 0 &&
+      MergeSetattr(header, parts, nparts, seq, after)) {
+    return;
+  }
   uint32_t index = 0;
   while (detached_[index].live) ++index;  // CanDetach() said one is free
   Detached& d = detached_[index];
@@ -322,21 +326,33 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
 }
 
 bool BackendChannel::MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts,
-                                  uint64_t seq) {
-  if (nparts < 1 || parts[0].iov_len < sizeof(fuse_setattr_in)) return false;
+                                  uint64_t seq, uint64_t after) {
+  if (nparts != 1 || parts[0].iov_len != sizeof(fuse_setattr_in)) return false;
   fuse_setattr_in in;
   std::memcpy(&in, parts[0].iov_base, sizeof(in));
-  // The newest waiting one of this node (the server has not seen it): a chmod, chown and utimes
-  // in a row (tar, rsync, cp -p) then cost the server one request, and the caller none. They
-  // commute: no setuid/setgid bits are involved (AsyncRemovals::BeginSetattr).
+  // An owner change fails alone (EPERM under root_squash, or for a caller that is not root)
+  // where a mode or times would not: folded, it would take them down with it.
+  constexpr uint32_t kOwner = FATTR_UID | FATTR_GID;
+  if ((in.valid & kOwner) != 0) return false;
+  // The one before it, if it still waits in this channel (the server has not seen it): a chmod
+  // after a utimes (tar, cp -p) then costs the server one request. They commute: no
+  // setuid/setgid bits are involved (AsyncRemovals::BeginSetattr), and the server applies the
+  // owner, then the mode, then the times.
   for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
     if (!IsDetached(*it)) continue;
     Record& r = *records_[*it];
-    if (r.header.nodeid != header.nodeid || r.header.opcode != FUSE_SETATTR) continue;
     Detached& d = detached_[*it - reclaim_slot_ - 1];
-    if (r.reached || d.frame.size() < sizeof(fuse_setattr_in)) return false;
+    const uint64_t last = d.merged.empty() ? d.seq : d.merged.back();
+    if (last != after) continue;
+    // The server runs each request as its caller: only one caller's changes are folded.
+    if (r.reached || r.header.opcode != FUSE_SETATTR || r.header.nodeid != header.nodeid ||
+        r.header.uid != header.uid || r.header.gid != header.gid || r.header.pid != header.pid ||
+        d.frame.size() != sizeof(fuse_setattr_in)) {
+      return false;
+    }
     fuse_setattr_in held;
     std::memcpy(&held, d.frame.data(), sizeof(held));
+    if ((held.valid & kOwner) != 0) return false;
     if ((in.valid & FATTR_FH) != 0 && (held.valid & FATTR_FH) != 0 && in.fh != held.fh) {
       return false;
     }

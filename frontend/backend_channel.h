@@ -164,9 +164,10 @@ class BackendChannel {
   // sends it (again after a lost connection) and owns its answer: a failure is logged, counted
   // and the kernel told to look the name up again. REQUIRES: CanDetach().
   // A SETATTR answered early likewise: a failure is logged, counted and the kernel told to ask
-  // for the node's attributes again. `gate`: as PendingReply::gate.
+  // for the node's attributes again. `gate`: as PendingReply::gate. `after`: the same node's
+  // early SETATTR it follows (0: none), into which it may be folded while that one waits here.
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq, uint64_t gate = 0);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0);
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
   // Early unlinks the server has not answered yet: a worker on its way out waits for them.
   uint32_t detached() const { return detached_live_; }
@@ -343,9 +344,10 @@ class BackendChannel {
   bool IsDetached(uint32_t slot) const { return slot > reclaim_slot_; }
   // The server answered a detached record (or it ended without an answer).
   void FinishDetached(uint32_t slot, int error, size_t body, ReplyOrigin origin);
-  // Folds an early SETATTR into the same node's one still waiting here; false when there is
-  // none (or it cannot be folded).
-  bool MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts, uint64_t seq);
+  // Folds early SETATTR `seq` into `after`, the same node's one before it, when that one still
+  // waits here; false when it does not (or they cannot be folded).
+  bool MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts, uint64_t seq,
+                    uint64_t after);
   void FailedSetattr(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);

@@ -214,7 +214,9 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
-  if (config_.async != nullptr && request.opcode() == FUSE_SETATTR && channel_->CanDetach()) {
+  // Not while an early unlink is owed: it could be of the file's name, and change its link count.
+  if (config_.async != nullptr && request.opcode() == FUSE_SETATTR && channel_->CanDetach() &&
+      config_.async->Passed(config_.async->Gate())) {
     timespec now_real{};
     clock_gettime(CLOCK_REALTIME, &now_real);
     if (std::optional<AsyncRemovals::EarlySetattr> early =
@@ -223,9 +225,9 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
       RecordSending(request, /*early_setattr=*/true);
       iovec parts[2];
       const int nparts = Parts(request, parts);
-      // Behind the same node's last early SETATTR, and the unlinks before it (a link count).
+      // Behind the same node's last early SETATTR, or folded into it.
       channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, early->seq,
-                               std::max(early->after, config_.async->Gate()));
+                               early->after, early->after);
       CountForwarded(request, *state);
       std::memcpy(body, &early->answer, sizeof(early->answer));
       return Answer(request, state, 0, sizeof(early->answer), ReplyOrigin::kLocal);
@@ -238,7 +240,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
       RecordSending(request);
       iovec parts[2];
       const int nparts = Parts(request, parts);
-      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq, 0);
+      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq, 0, 0);
       CountForwarded(request, *state);
       return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }

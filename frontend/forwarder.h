@@ -44,7 +44,7 @@ class RequestChannel {
   virtual bool CanDetach() const { return false; }
   virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
                               int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/,
-                              uint64_t /*gate*/) {}
+                              uint64_t /*gate*/, uint64_t /*after*/) {}
 };
 
 // The worker's BackendChannel behind that seam. REQUIRES: the channel outlives this.
@@ -60,8 +60,9 @@ class BackendRequestChannel final : public RequestChannel {
   }
   bool CanDetach() const override { return channel_->CanDetach(); }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq, uint64_t gate) override {
-    channel_->SubmitDetached(header, parts, nparts, received_ns, seq, gate);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate,
+                      uint64_t after) override {
+    channel_->SubmitDetached(header, parts, nparts, received_ns, seq, gate, after);
   }
 
  private:
