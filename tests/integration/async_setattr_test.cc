@@ -334,8 +334,59 @@ TEST_P(AsyncSetattrSquashTest, AFailedChownDoesNotTakeTheOtherChangesDown) {
                                                       << env_->DescribeLogs();
 }
 
+// With async_unlink too: tar-like files end exact and are removed, a file unlinked while open
+// shows link count 0 and its new mode after a chmod, and the emptied directory can be removed;
+// nothing fails at the server.
+class AsyncSetattrAndUnlinkTest : public AsyncSetattrTest {
+ protected:
+  MountOptions Options() const override {
+    MountOptions o = AsyncSetattrTest::Options();
+    o.extra = {"async_setattr", "async_unlink"};
+    return o;
+  }
+};
+
+TEST_P(AsyncSetattrAndUnlinkTest, ChangesAndUnlinksKeepTheirOrder) {
+  constexpr int kFiles = 100;
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "d/f" + std::to_string(i);
+    int fd = CreateAndWrite(Mnt(name), 500);
+    ASSERT_GE(fd, 0);
+    const timespec times[2] = {{0, UTIME_OMIT}, {kMtime, 500}};
+    ASSERT_EQ(::futimens(fd, times), 0) << ErrnoName(errno);
+    ASSERT_EQ(::fchown(fd, kUid, kGid), 0) << ErrnoName(errno);
+    ASSERT_EQ(::fchmod(fd, 0644), 0) << ErrnoName(errno);
+    if (i % 2 == 0) {
+      ASSERT_EQ(::unlink(Mnt(name).c_str()), 0) << ErrnoName(errno);
+      ASSERT_EQ(::fchmod(fd, 0640), 0) << ErrnoName(errno);
+      struct stat st;
+      ASSERT_EQ(::fstat(fd, &st), 0);
+      EXPECT_EQ(st.st_nlink, 0u) << name << " unlinked while open";
+      EXPECT_EQ(st.st_mode & 07777, 0640u) << name;
+    }
+    ASSERT_EQ(::close(fd), 0);
+  }
+  for (int i = 1; i < kFiles; i += 2) {
+    struct stat st;
+    ASSERT_EQ(::stat(Mnt("d/f" + std::to_string(i)).c_str(), &st), 0) << ErrnoName(errno);
+    ExpectAsked(st, 500, "f" + std::to_string(i));
+    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+  }
+  // ENOTEMPTY if the RMDIR overtook an unlink, ESTALE-style failures if a change did.
+  EXPECT_EQ(::rmdir(Mnt("d").c_str()), 0) << ErrnoName(errno);
+  EXPECT_NE(::access(Exp("d").c_str(), F_OK), 0);
+  EXPECT_GE(StatAtLeast("async_setattrs", kFiles), static_cast<uint64_t>(kFiles));
+  // Not every one: an unlink is not answered early while a change is owed (it could be of
+  // the file it removes).
+  EXPECT_GT(StatAtLeast("async_unlinks", kFiles / 2), 0u);
+  EXPECT_EQ(StatAtLeast("async_setattr_failures", 0), 0u) << env_->DescribeLogs();
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u) << env_->DescribeLogs();
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(AsyncSetattrTest);
 RINGFS_INSTANTIATE_TRANSPORTS(AsyncSetattrSquashTest);
+RINGFS_INSTANTIATE_TRANSPORTS(AsyncSetattrAndUnlinkTest);
 
 }  // namespace
 }  // namespace ringfs::testing
