@@ -183,6 +183,10 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "SETATTRs answered early that then failed at the server, or ended without its answer: "
          "the kernel is told to ask for the file's attributes again; each is logged",
          MetricType::Counter, snapshot.async_setattr_failures},
+        {"ringfs_frontend_async_setattrs_folded_total",
+         "SETATTRs answered early that were folded into the same file's change before them, "
+         "still unsent (one request to the server for both)",
+         MetricType::Counter, snapshot.async_setattrs_folded},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

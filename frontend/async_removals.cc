@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <tuple>
 
@@ -44,10 +43,21 @@ void AsyncRemovals::LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t
 void AsyncRemovals::Wrote(uint64_t node, uint64_t end) {
   if (!setattrs_) return;
   absl::MutexLock lock(&mu_);
-  Dir& d = FindOrAddLocked(node);
   // A GETATTR or LOOKUP sent before the write may have run before it and be answered after it:
   // its size is too small, and given to the kernel it would cut i_size (and its pages).
-  d.floor = tickets_.load(std::memory_order_relaxed);
+  const uint64_t now = tickets_.load(std::memory_order_relaxed);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end()) {
+    // Not known yet: a floor for it alone, unless that would prune the directories' attributes
+    // (a floor for every file then).
+    if (dirs_.size() >= kMaxDirs) {
+      files_floor_ = now;
+      return;
+    }
+    it = dirs_.emplace(node, Dir{}).first;
+  }
+  Dir& d = it->second;
+  d.floor = now;
   if (d.learned_ns != 0 && end > d.attr.attr.size) d.attr.attr.size = end;
 }
 
@@ -174,25 +184,25 @@ std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t 
   return early;
 }
 
-uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr) {
+uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr,
+                                   uint64_t ticket, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(node);
   if (it != dirs_.end()) {
     Dir& d = it->second;
     if (d.setattrs > 0) --d.setattrs;
-    if (attr == nullptr) {
-      // What the server holds is not known: nothing is answered from these any more.
+    if (attr == nullptr || ticket <= files_floor_ || ticket <= d.floor) {
+      // What the server holds is not known (a failure), or its answer may be older than an
+      // unlink, rename, push or a write answered beside it since: nothing is answered from
+      // these any more.
       d.learned_ns = 0;
       d.floor = tickets_.load(std::memory_order_relaxed);
     } else if (d.setattrs == 0 && d.learned_ns != 0) {
       // The server's own, with every early change of this node in them (each waited for the
-      // one before). Its times may differ from those answered (ctime is the server's). Its size
-      // may miss a write that was in flight beside it and answered first (Wrote): nothing but
-      // a truncate, never answered early, makes a file shorter.
-      const uint64_t size = std::max(attr->attr.size, d.attr.attr.size);
+      // one before). Its times may differ from those answered (ctime is the server's).
       d.attr = *attr;
-      d.attr.attr.size = size;
-      d.ticket = tickets_.load(std::memory_order_relaxed);
+      d.ticket = ticket;
+      d.learned_ns = now_ns;
     }
   }
   return EndLocked(seq, node);

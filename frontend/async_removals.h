@@ -114,9 +114,11 @@ class AsyncRemovals {
   };
   std::optional<EarlySetattr> BeginSetattr(uint64_t node, const fuse_setattr_in& in,
                                            uint64_t now_ns, const timespec& now_real);
-  // The server answered early SETATTR `seq` of `node` with `attr` (null: it failed, or ended
-  // without an answer: the attributes are forgotten). Returns as End does.
-  [[nodiscard]] uint64_t EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr);
+  // The server answered early SETATTR `seq` of `node`, sent with `ticket`, with `attr` at
+  // `now_ns` (null: it failed, or ended without an answer: the attributes are forgotten).
+  // Returns as End does.
+  [[nodiscard]] uint64_t EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr,
+                                    uint64_t ticket, uint64_t now_ns);
 
   // What a request accepted now must wait for: the last unlink started, or 0 when none is
   // outstanding.
@@ -155,11 +157,14 @@ class AsyncRemovals {
   // An early unlink failed at the server (or ended without its answer).
   void Failed();
   void SetattrFailed() { setattrs_failed_.fetch_add(1, std::memory_order_relaxed); }
+  // An early SETATTR was folded into the one before it (BackendChannel::MergeSetattr).
+  void SetattrFolded() { setattrs_folded_.fetch_add(1, std::memory_order_relaxed); }
 
   uint64_t started() const { return started_.load(std::memory_order_relaxed); }
   uint64_t failed() const { return failed_.load(std::memory_order_relaxed); }
   uint64_t setattrs_started() const { return setattrs_started_.load(std::memory_order_relaxed); }
   uint64_t setattrs_failed() const { return setattrs_failed_.load(std::memory_order_relaxed); }
+  uint64_t setattrs_folded() const { return setattrs_folded_.load(std::memory_order_relaxed); }
   size_t outstanding() const;
   size_t directories() const;
 
@@ -199,6 +204,7 @@ class AsyncRemovals {
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> setattrs_started_{0};
   std::atomic<uint64_t> setattrs_failed_{0};
+  std::atomic<uint64_t> setattrs_folded_{0};
 };
 
 // What the server's successful answer to a request tells `async` of attributes (a SETATTR's,

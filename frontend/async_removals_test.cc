@@ -261,17 +261,31 @@ TEST(AsyncSetattrTest, RequestsOnTheNodeAndByNameWaitForIt) {
   EXPECT_EQ(async.Gate(), 0u) << "what waits for unlinks only does not wait for it";
   EXPECT_FALSE(async.Passed(async.NodeGate(9)));
   EXPECT_TRUE(async.DeferForget(9, 2)) << "its FORGET waits";
+  const uint64_t sent = async.Ticket();  // the channel's ticket for the SETATTR it sends
   fuse_attr_out server = FileAttr(0644, 10);
   server.attr.ctime = 101;
-  async.Wrote(9, 20);  // a write in flight beside it, answered first
-  EXPECT_EQ(async.EndSetattr(a->seq, 9, &server), 2u) << "the FORGET it held back";
+  EXPECT_EQ(async.EndSetattr(a->seq, 9, &server, sent, 2 * kSec), 2u) << "the FORGET it held back";
   EXPECT_TRUE(async.Passed(a->seq));
   EXPECT_EQ(async.NodeGate(9), 0u);
-  auto b = async.BeginSetattr(9, Chmod(0600), kSec, kNow);
-  ASSERT_TRUE(b);
-  EXPECT_EQ(b->answer.attr.size, 20u) << "the server's attributes, the write's size kept";
+  auto b = async.BeginSetattr(9, Chmod(0600), 2 * kSec + AsyncRemovals::kFreshNs / 2, kNow);
+  ASSERT_TRUE(b) << "the server's answer is fresh attributes";
+  EXPECT_EQ(b->answer.attr.size, 10u) << "the server's attributes replaced the guess";
   EXPECT_EQ(b->answer.attr.mode, S_IFREG | 0600u);
   EXPECT_EQ(b->after, 0u);
+  // A write answered beside the next one: the server's answer may not have its size.
+  const uint64_t sent_b = async.Ticket();
+  async.Wrote(9, 20);
+  (void)async.EndSetattr(b->seq, 9, &server, sent_b, 2 * kSec);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), 2 * kSec, kNow));
+  // An unlink answered before a change's answer: that answer may hold the old link count.
+  async.LearnFile(9, FileAttr(0600), async.Ticket(), 3 * kSec);
+  auto c = async.BeginSetattr(9, Chmod(0644), 3 * kSec, kNow);
+  ASSERT_TRUE(c);
+  const uint64_t sent_c = async.Ticket();
+  async.ForgetFiles();
+  (void)async.EndSetattr(c->seq, 9, &server, sent_c, 3 * kSec);
+  async.LearnFile(9, FileAttr(0600), sent_c, 3 * kSec);
+  EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), 3 * kSec, kNow));
 }
 
 TEST(AsyncSetattrTest, AnswersFromBeforeItAreNotLearnedAndAFailureForgets) {
@@ -287,8 +301,8 @@ TEST(AsyncSetattrTest, AnswersFromBeforeItAreNotLearnedAndAFailureForgets) {
   auto b = async.BeginSetattr(9, Chmod(0640), kSec, kNow);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->answer.attr.mode, S_IFREG | 0640u);
-  (void)async.EndSetattr(a->seq, 9, nullptr);
-  (void)async.EndSetattr(b->seq, 9, nullptr);
+  (void)async.EndSetattr(a->seq, 9, nullptr, async.Ticket(), kSec);
+  (void)async.EndSetattr(b->seq, 9, nullptr, async.Ticket(), kSec);
   EXPECT_FALSE(async.BeginSetattr(9, Chmod(0644), kSec, kNow))
       << "what the server holds is not known after a failure";
   EXPECT_EQ(async.outstanding(), 0u);
@@ -327,7 +341,7 @@ TEST(AsyncSetattrTest, RepliesTeachAttributesAndWrites) {
   auto a = async.BeginSetattr(9, Chmod(0644), kSec, kNow);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->answer.attr.size, 8292u);
-  (void)async.EndSetattr(a->seq, 9, &a->answer);
+  (void)async.EndSetattr(a->seq, 9, &a->answer, async.Ticket(), kSec);
   fuse_in_header xattr{};
   xattr.opcode = FUSE_SETXATTR;  // an ACL may change the mode
   xattr.nodeid = 9;

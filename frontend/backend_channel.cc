@@ -327,13 +327,21 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
 
 bool BackendChannel::MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts,
                                   uint64_t seq, uint64_t after) {
-  if (nparts != 1 || parts[0].iov_len != sizeof(fuse_setattr_in)) return false;
+  // The ring hands the argument struct and an empty payload as two parts.
   fuse_setattr_in in;
-  std::memcpy(&in, parts[0].iov_base, sizeof(in));
-  // An owner change fails alone (EPERM under root_squash, or for a caller that is not root)
-  // where a mode or times would not: folded, it would take them down with it.
-  constexpr uint32_t kOwner = FATTR_UID | FATTR_GID;
-  if ((in.valid & kOwner) != 0) return false;
+  size_t size = 0;
+  for (int i = 0; i < nparts; ++i) {
+    if (size + parts[i].iov_len > sizeof(in)) return false;
+    std::memcpy(reinterpret_cast<char*>(&in) + size, parts[i].iov_base, parts[i].iov_len);
+    size += parts[i].iov_len;
+  }
+  if (size != sizeof(in)) return false;
+  // Folded, the server stops at the first change that fails and the rest are lost, so only
+  // changes that fail together are folded: a mode and explicitly set times (both need the
+  // owner). An owner change fails alone (EPERM under root_squash, or for a caller that is not
+  // root), and times set to now need only write access.
+  constexpr uint32_t kAlone = FATTR_UID | FATTR_GID | FATTR_ATIME_NOW | FATTR_MTIME_NOW;
+  if ((in.valid & kAlone) != 0) return false;
   // The one before it, if it still waits in this channel (the server has not seen it): a chmod
   // after a utimes (tar, cp -p) then costs the server one request. They commute: no
   // setuid/setgid bits are involved (AsyncRemovals::BeginSetattr), and the server applies the
@@ -352,7 +360,7 @@ bool BackendChannel::MergeSetattr(const fuse_in_header& header, const iovec* par
     }
     fuse_setattr_in held;
     std::memcpy(&held, d.frame.data(), sizeof(held));
-    if ((held.valid & kOwner) != 0) return false;
+    if ((held.valid & kAlone) != 0) return false;
     if ((in.valid & FATTR_FH) != 0 && (held.valid & FATTR_FH) != 0 && in.fh != held.fh) {
       return false;
     }
@@ -374,6 +382,7 @@ bool BackendChannel::MergeSetattr(const fuse_in_header& header, const iovec* par
     held.valid |= in.valid;
     std::memcpy(d.frame.data(), &held, sizeof(held));
     d.merged.push_back(seq);
+    config_.async->SetattrFolded();
     return true;
   }
   return false;
@@ -1212,9 +1221,12 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
     fuse_attr_out attr{};
     if (done) std::memcpy(&attr, r.reply.body, sizeof(attr));
     if (!done) FailedSetattr(r, d, error, origin);
-    forgets = config_.async->EndSetattr(d.seq, r.header.nodeid, done ? &attr : nullptr);
+    const uint64_t now = MonotonicNs();
+    forgets = config_.async->EndSetattr(d.seq, r.header.nodeid, done ? &attr : nullptr,
+                                        r.async_ticket, now);
     for (uint64_t seq : d.merged) {
-      forgets += config_.async->EndSetattr(seq, r.header.nodeid, done ? &attr : nullptr);
+      forgets += config_.async->EndSetattr(seq, r.header.nodeid, done ? &attr : nullptr,
+                                           r.async_ticket, now);
     }
     d.merged.clear();
   } else {
