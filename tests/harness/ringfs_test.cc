@@ -1,6 +1,8 @@
 #include "tests/harness/ringfs_test.h"
 
+#include <cerrno>
 #include <iostream>
+#include <thread>
 
 namespace ringfs::testing {
 
@@ -42,6 +44,28 @@ void MountedTest::SetUp() {
   ASSERT_TRUE(NewEnv());
   ASSERT_TRUE(env_->StartServer(ServerOpts()));
   ASSERT_TRUE(env_->Mount(Options()));
+}
+
+uint64_t MountedTest::StatAtLeast(const std::string& key, uint64_t at_least) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  uint64_t value = 0;
+  for (;;) {
+    Stats stats = env_->ReadStats();
+    value = stats.count(key) ? std::stoull(stats[key]) : 0;
+    if (value >= at_least || std::chrono::steady_clock::now() >= deadline) return value;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+int MountedTest::WhileReconnecting(const std::function<int()>& attempt) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (;;) {
+    int err = attempt();
+    if ((err != ENOTCONN && err != EIO) || std::chrono::steady_clock::now() >= deadline) {
+      return err;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace ringfs::testing

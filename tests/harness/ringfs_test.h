@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,12 @@ class MountedTest : public RingfsTestBase, public ::testing::WithParamInterface<
   virtual ServerOptions ServerOpts() const { return {}; }
   std::string Mnt(const std::string& rel) const { return env_->Mnt(rel); }
   std::string Exp(const std::string& rel) const { return env_->Exp(rel); }
+  // A counter of the mount's stats file once it reaches `at_least` (the file is rewritten every
+  // 200 ms), or its last value after 5 s.
+  uint64_t StatAtLeast(const std::string& key, uint64_t at_least);
+  // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s;
+  // returns its last errno (0: success).
+  int WhileReconnecting(const std::function<int()>& attempt);
 };
 
 // For INSTANTIATE_TEST_SUITE_P: names the instances "uring" / "classic".

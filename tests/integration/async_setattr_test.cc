@@ -44,18 +44,6 @@ class AsyncSetattrTest : public MountedTest {
     return o;
   }
 
-  // A counter of the mount's stats file once it reaches `at_least`, or its value after 5 s.
-  uint64_t StatAtLeast(const std::string& key, uint64_t at_least) {
-    const auto deadline = Clock::now() + seconds(5);
-    uint64_t value = 0;
-    for (;;) {
-      Stats stats = env_->ReadStats();
-      value = stats.count(key) ? std::stoull(stats[key]) : 0;
-      if (value >= at_least || Clock::now() >= deadline) return value;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  }
-
   // Creates `path` 0600 and writes `size` bytes in three calls, as tar does; returns the fd.
   int CreateAndWrite(const std::string& path, size_t size) {
     int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
@@ -79,15 +67,6 @@ class AsyncSetattrTest : public MountedTest {
     EXPECT_EQ(st.st_mtim.tv_nsec, 500) << where;
   }
 
-  // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s.
-  int WhileReconnecting(const std::function<int()>& attempt) {
-    const auto deadline = Clock::now() + seconds(20);
-    for (;;) {
-      int err = attempt();
-      if ((err != ENOTCONN && err != EIO) || Clock::now() >= deadline) return err;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  }
 };
 
 // tar's sequence per file: create, write, utimes, chown, chmod, close. The answers, an fstat

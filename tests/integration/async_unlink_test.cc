@@ -37,19 +37,6 @@ class AsyncUnlinkTest : public MountedTest {
     return o;
   }
 
-  // A counter of the mount's stats file once it reaches `at_least` (the file is rewritten every
-  // second), or its last value after 5 s.
-  uint64_t StatAtLeast(const std::string& key, uint64_t at_least) {
-    const auto deadline = Clock::now() + seconds(5);
-    uint64_t value = 0;
-    for (;;) {
-      Stats stats = env_->ReadStats();
-      value = stats.count(key) ? std::stoull(stats[key]) : 0;
-      if (value >= at_least || Clock::now() >= deadline) return value;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  }
-
   void Create(const std::string& path, const std::string& content = "x") {
     int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << path << ": " << ErrnoName(errno);
@@ -82,15 +69,6 @@ class AsyncUnlinkTest : public MountedTest {
     EXPECT_EQ(List(Exp("d")).size(), static_cast<size_t>(n)) << "the server is stopped";
   }
 
-  // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s.
-  int WhileReconnecting(const std::function<int()>& attempt) {
-    const auto deadline = Clock::now() + seconds(20);
-    for (;;) {
-      int err = attempt();
-      if ((err != ENOTCONN && err != EIO) || Clock::now() >= deadline) return err;
-      std::this_thread::sleep_for(milliseconds(100));
-    }
-  }
 };
 
 // Whatever follows an unlink through this mount sees the name gone, on either queue.

@@ -293,8 +293,10 @@ TEST_P(HardMountTest, DirectIoCallersCanBeInterruptedAndKilled) {
   std::optional<int> status = WaitChild(interrupted, milliseconds(2500));
   EXPECT_TRUE(status.has_value()) << "an O_DIRECT caller ignores a signal: state "
                                   << ProcessState(interrupted);
-  if (status) EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR)
-      << DescribeWaitStatus(*status);
+  if (status) {
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR)
+        << DescribeWaitStatus(*status);
+  }
   ::kill(killed, SIGKILL);
   std::optional<int> killed_status = WaitChild(killed, milliseconds(2500));
   EXPECT_TRUE(killed_status.has_value()) << "an O_DIRECT caller survives kill -9: state "
