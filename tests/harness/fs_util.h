@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,6 +114,39 @@ class OpenFds {
 
  private:
   std::vector<int> fds_;
+};
+
+// Makes a file on the export immutable (chattr +i: every change of it fails with EPERM) for
+// its lifetime; ok() is false, with the errno in error(), when that could not be done.
+class ScopedImmutable {
+ public:
+  explicit ScopedImmutable(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    int flags = 0;
+    if (fd_ < 0 || ::ioctl(fd_, FS_IOC_GETFLAGS, &flags) != 0) {
+      error_ = errno;
+      return;
+    }
+    flags |= FS_IMMUTABLE_FL;
+    if (::ioctl(fd_, FS_IOC_SETFLAGS, &flags) != 0) error_ = errno;
+  }
+  ~ScopedImmutable() {
+    if (fd_ < 0) return;
+    int flags = 0;
+    if (::ioctl(fd_, FS_IOC_GETFLAGS, &flags) == 0) {
+      flags &= ~FS_IMMUTABLE_FL;
+      ::ioctl(fd_, FS_IOC_SETFLAGS, &flags);
+    }
+    ::close(fd_);
+  }
+  ScopedImmutable(const ScopedImmutable&) = delete;
+  ScopedImmutable& operator=(const ScopedImmutable&) = delete;
+  bool ok() const { return error_ == 0; }
+  int error() const { return error_; }
+
+ private:
+  int fd_;
+  int error_ = 0;
 };
 
 }  // namespace ringfs::testing

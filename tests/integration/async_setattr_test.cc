@@ -213,22 +213,8 @@ TEST_P(AsyncSetattrTest, AChangeTheServerRefusesIsUndoneInTheKernel) {
   ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
   int fd = CreateAndWrite(Mnt("d/locked"), 10);
   ASSERT_GE(fd, 0);
-  int efd = ::open(Exp("d/locked").c_str(), O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(efd, 0) << ErrnoName(errno);
-  int flags = 0;
-  ASSERT_EQ(::ioctl(efd, FS_IOC_GETFLAGS, &flags), 0) << ErrnoName(errno);
-  flags |= FS_IMMUTABLE_FL;
-  ASSERT_EQ(::ioctl(efd, FS_IOC_SETFLAGS, &flags), 0) << ErrnoName(errno);
-  struct Unlock {
-    int fd;
-    ~Unlock() {
-      int f = 0;
-      ::ioctl(fd, FS_IOC_GETFLAGS, &f);
-      f &= ~FS_IMMUTABLE_FL;
-      ::ioctl(fd, FS_IOC_SETFLAGS, &f);
-      ::close(fd);
-    }
-  } unlock{efd};
+  ScopedImmutable locked(Exp("d/locked"));
+  ASSERT_TRUE(locked.ok()) << ErrnoName(locked.error());
 
   EXPECT_EQ(::fchmod(fd, 0644), 0) << "answered before the server ran it: " << ErrnoName(errno);
   const auto deadline = Clock::now() + seconds(5);
