@@ -21,6 +21,11 @@ bool Older(const fuse_attr& a, uint64_t a_ticket, const fuse_attr& b, uint64_t b
 void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket,
                           uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
+  LearnLocked(dir, attr, ticket, now_ns);
+}
+
+void AsyncRemovals::LearnLocked(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket,
+                                uint64_t now_ns) {
   if (ticket <= pruned_floor_) return;
   Dir& d = FindOrAddLocked(dir);
   if (ticket <= d.floor || d.setattrs > 0) return;
@@ -33,11 +38,9 @@ void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t tick
 void AsyncRemovals::LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket,
                               uint64_t now_ns) {
   if (!setattrs_ || !S_ISREG(attr.attr.mode)) return;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ticket <= files_floor_) return;
-  }
-  Learn(node, attr, ticket, now_ns);
+  absl::MutexLock lock(&mu_);
+  if (ticket <= files_floor_) return;
+  LearnLocked(node, attr, ticket, now_ns);
 }
 
 void AsyncRemovals::Wrote(uint64_t node, uint64_t end) {

@@ -180,6 +180,8 @@ class AsyncRemovals {
     uint64_t deferred_forgets = 0;  // DeferForget
   };
   uint64_t StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LearnLocked(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   uint64_t EndLocked(uint64_t seq, uint64_t node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -215,7 +215,8 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
   // Not while an early unlink is owed: it could be of the file's name, and change its link count.
-  if (config_.async != nullptr && request.opcode() == FUSE_SETATTR && channel_->CanDetach() &&
+  if (config_.async != nullptr && config_.async->setattrs() &&
+      request.opcode() == FUSE_SETATTR && channel_->CanDetach() &&
       config_.async->Passed(config_.async->Gate())) {
     timespec now_real{};
     clock_gettime(CLOCK_REALTIME, &now_real);
