@@ -187,6 +187,14 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "SETATTRs answered early that were folded into the same file's change before them, "
          "still unsent (one request to the server for both)",
          MetricType::Counter, snapshot.async_setattrs_folded},
+        {"ringfs_frontend_async_writes_total",
+         "WRITEs through write-only descriptors answered before the server ran them (mount "
+         "option async_write)",
+         MetricType::Counter, snapshot.async_writes},
+        {"ringfs_frontend_async_write_failures_total",
+         "WRITEs answered early that then failed at the server, or ended without its answer: the "
+         "file's next close or fsync reports the error; each is logged",
+         MetricType::Counter, snapshot.async_write_failures},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

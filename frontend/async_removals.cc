@@ -28,7 +28,7 @@ void AsyncRemovals::LearnLocked(uint64_t dir, const fuse_attr_out& attr, uint64_
                                 uint64_t now_ns) {
   if (ticket <= pruned_floor_) return;
   Dir& d = FindOrAddLocked(dir);
-  if (ticket <= d.floor || d.setattrs > 0) return;
+  if (ticket <= d.floor || d.changes > 0) return;
   if (d.learned_ns != 0 && Older(attr.attr, ticket, d.attr.attr, d.ticket)) return;
   d.attr = attr;
   d.ticket = ticket;
@@ -151,7 +151,7 @@ std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t 
   if ((attr.mode & (S_ISUID | S_ISGID)) != 0) return std::nullopt;
   if ((in.valid & FATTR_MODE) != 0 && (in.mode & (S_ISUID | S_ISGID)) != 0) return std::nullopt;
   EarlySetattr early;
-  early.after = d.setattrs > 0 ? d.last_setattr : 0;
+  early.after = d.changes > 0 ? d.last_change : 0;
   if ((in.valid & FATTR_MODE) != 0) attr.mode = (attr.mode & S_IFMT) | (in.mode & 07777);
   if ((in.valid & FATTR_UID) != 0) attr.uid = in.uid;
   if ((in.valid & FATTR_GID) != 0) attr.gid = in.gid;
@@ -179,10 +179,11 @@ std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t 
   early.answer.attr_valid = 0;
   early.answer.attr_valid_nsec = 0;
   ++d.outstanding;
+  ++d.changes;
   ++d.setattrs;
   early.seq = StartLocked();
-  d.last_setattr = early.seq;
-  last_setattr_.store(early.seq, std::memory_order_release);
+  d.last_change = d.last_setattr = early.seq;
+  last_change_.store(early.seq, std::memory_order_release);
   setattrs_started_.fetch_add(1, std::memory_order_relaxed);
   return early;
 }
@@ -194,13 +195,14 @@ uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_
   if (it != dirs_.end()) {
     Dir& d = it->second;
     if (d.setattrs > 0) --d.setattrs;
+    if (d.changes > 0) --d.changes;
     if (attr == nullptr || ticket <= files_floor_ || ticket <= d.floor) {
       // What the server holds is not known (a failure), or its answer may be older than an
       // unlink, rename, push or a write answered beside it since: nothing is answered from
       // these any more.
       d.learned_ns = 0;
       d.floor = tickets_.load(std::memory_order_relaxed);
-    } else if (d.setattrs == 0 && d.learned_ns != 0) {
+    } else if (d.changes == 0 && d.learned_ns != 0) {
       // The server's own, with every early change of this node in them (each waited for the
       // one before). Its times may differ from those answered (ctime is the server's).
       d.attr = *attr;
@@ -212,10 +214,86 @@ uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_
 }
 
 uint64_t AsyncRemovals::NodeGate(uint64_t node) const {
-  if (!setattrs_ || lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
+  if ((!setattrs_ && !writes_) ||
+      lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) {
+    return 0;
+  }
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(node);
-  return it == dirs_.end() || it->second.setattrs == 0 ? 0 : it->second.last_setattr;
+  return it == dirs_.end() || it->second.changes == 0 ? 0 : it->second.last_change;
+}
+
+std::optional<AsyncRemovals::EarlyWrite> AsyncRemovals::BeginWrite(uint64_t node, uint64_t offset,
+                                                                   uint32_t size) {
+  if (!writes_) return std::nullopt;
+  absl::MutexLock lock(&mu_);
+  if (write_bytes_ + size > kWriteBudget || write_errors_.contains(node)) return std::nullopt;
+  Dir& d = FindOrAddLocked(node);
+  if (d.outstanding >= kMaxPerDir) return std::nullopt;
+  const uint64_t end = offset + size;
+  EarlyWrite early;
+  // A time set before it must not be overwritten by its mtime, a mode by its setuid/setgid
+  // clearing; two writes of the same bytes must land in the order they were answered. Writes
+  // side by side (a file written front to back) run at the server in any order.
+  if (d.setattrs > 0) early.gate = d.last_setattr;
+  if (d.writes > 0 && offset < d.write_hi && end > d.write_lo) {
+    early.gate = std::max(early.gate, d.last_write);
+  }
+  d.write_lo = d.writes > 0 ? std::min(d.write_lo, offset) : offset;
+  d.write_hi = d.writes > 0 ? std::max(d.write_hi, end) : end;
+  ++d.outstanding;
+  ++d.changes;
+  ++d.writes;
+  early.seq = StartLocked();
+  d.last_change = d.last_write = early.seq;
+  last_change_.store(early.seq, std::memory_order_release);
+  write_bytes_ += size;
+  writes_started_.fetch_add(1, std::memory_order_relaxed);
+  // As Wrote: answers to requests sent before now may have run before it.
+  d.floor = tickets_.load(std::memory_order_relaxed);
+  if (d.learned_ns != 0 && end > d.attr.attr.size) d.attr.attr.size = end;
+  return early;
+}
+
+uint64_t AsyncRemovals::EndWrite(uint64_t seq, uint64_t node, uint32_t size, int error) {
+  absl::MutexLock lock(&mu_);
+  write_bytes_ -= std::min<uint64_t>(write_bytes_, size);
+  auto it = dirs_.find(node);
+  if (it != dirs_.end()) {  // never pruned while outstanding
+    Dir& d = it->second;
+    if (d.writes > 0) --d.writes;
+    if (d.changes > 0) --d.changes;
+    if (error != 0) {
+      // The size answered may be more than the server holds.
+      d.learned_ns = 0;
+      d.floor = tickets_.load(std::memory_order_relaxed);
+    }
+  }
+  if (error != 0) {
+    writes_failed_.fetch_add(1, std::memory_order_relaxed);
+    if (write_errors_.emplace(node, error).second) {
+      write_errors_held_.store(write_errors_.size(), std::memory_order_release);
+    }
+  }
+  return EndLocked(seq, node);
+}
+
+uint64_t AsyncRemovals::WriteGate(uint64_t node) const {
+  if (!writes_ || lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  return it == dirs_.end() || it->second.writes == 0 ? 0 : it->second.last_write;
+}
+
+int AsyncRemovals::TakeWriteError(uint64_t node) {
+  if (write_errors_held_.load(std::memory_order_acquire) == 0) return 0;
+  absl::MutexLock lock(&mu_);
+  auto it = write_errors_.find(node);
+  if (it == write_errors_.end()) return 0;
+  const int error = it->second;
+  write_errors_.erase(it);
+  write_errors_held_.store(write_errors_.size(), std::memory_order_release);
+  return error;
 }
 
 void AsyncRemovals::WakeAtNextEnd(int fd) {
@@ -266,9 +344,10 @@ std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir, bool* owed) c
   auto it = dirs_.find(dir);
   if (owed != nullptr) *owed = it != dirs_.end() && it->second.outstanding > 0;
   // Forgotten (an invalidation) while unlinks are outstanding: the server is asked, after them.
-  // A file with early SETATTRs: the server is asked too (NodeGate holds the GETATTR back).
+  // A file with early SETATTRs or WRITEs: the server is asked too (NodeGate holds the GETATTR
+  // back).
   if (it == dirs_.end() || it->second.outstanding == 0 || it->second.learned_ns == 0 ||
-      it->second.setattrs > 0) {
+      it->second.changes > 0) {
     return std::nullopt;
   }
   fuse_attr_out out = it->second.attr;

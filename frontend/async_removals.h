@@ -1,5 +1,6 @@
-// Unlinks and SETATTRs answered before the server has run them (the async_unlink and
-// async_setattr mount options), and the order every other request keeps with them.
+// Unlinks, SETATTRs and WRITEs answered before the server has run them (the async_unlink,
+// async_setattr and async_write mount options), and the order every other request keeps with
+// them.
 //
 // An UNLINK costs the caller two ring round trips, and one of them a server round trip: the
 // UNLINK itself, then the directory's GETATTR the kernel's next permission check asks for (the
@@ -24,6 +25,14 @@
 // its channel for the one before it on the same node: the server runs a connection's requests
 // in any order.
 //
+// A WRITE through a write-only descriptor (no page cache behind it: frontend/open_reply.h) is
+// answered early too, its bytes copied, up to kWriteBudget bytes outstanding per mount. It waits
+// in its channel for the node's early SETATTRs before it and for its earlier early WRITEs that
+// overlap it (BeginWrite); everything else on the node waits for it (NodeGate), and so does what
+// meets files by name (NamesGate: a LOOKUP's size). The file's close (FLUSH) waits for its early
+// WRITEs (WriteGate) and, like its next fsync, reports the first that failed (TakeWriteError):
+// NFS's close-to-open. A node with an error not yet reported writes synchronously.
+//
 // Shared by all workers of a mount. Thread-safe; the lock is held only for a map operation.
 #pragma once
 
@@ -43,9 +52,10 @@ namespace ringfs::frontend {
 
 class AsyncRemovals {
  public:
-  // Which requests may be answered early (the async_unlink and async_setattr options).
-  AsyncRemovals(bool unlinks = true, bool setattrs = false)
-      : unlinks_(unlinks), setattrs_(setattrs) {}
+  // Which requests may be answered early (the async_unlink, async_setattr and async_write
+  // options).
+  AsyncRemovals(bool unlinks = true, bool setattrs = false, bool writes = false)
+      : unlinks_(unlinks), setattrs_(setattrs), writes_(writes) {}
 
   // A directory's attributes from the server answer early unlinks in it for this long after
   // they came (each unlink's own answer brings them again).
@@ -64,6 +74,9 @@ class AsyncRemovals {
   // this spares the second GETATTR of one unlink (its lookup's permission check, then its
   // own), and bounds how long the directory's times stay those from before the unlinks.
   static constexpr uint32_t kDirAttrsValidNs = 1'000'000;
+  // Bytes of early WRITEs outstanding per mount: past it writes wait for the server again. The
+  // channels hold a copy of each (BackendChannel::SubmitDetached).
+  static constexpr uint64_t kWriteBudget = 32ull << 20;
 
   // A ticket for a request being sent: Learn takes the attributes its answer brings only if it
   // was sent after the last Forget of their directory.
@@ -127,17 +140,39 @@ class AsyncRemovals {
                ? 0
                : last_started_.load(std::memory_order_acquire);
   }
-  // ... for a request on `node` (any opcode, I/O included): its last early SETATTR outstanding.
+  // ... for a request on `node` (any opcode, I/O included): its last early SETATTR or WRITE
+  // outstanding.
   uint64_t NodeGate(uint64_t node) const;
   // Whether early SETATTRs are answered at all (async_setattr).
   bool setattrs() const { return setattrs_; }
+  // Whether early WRITEs are answered at all (async_write).
+  bool writes() const { return writes_; }
   // ... for a request that could bring or change some file's attributes by name: the last early
-  // SETATTR started.
+  // SETATTR or WRITE started.
   uint64_t NamesGate() const {
     return lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX
                ? 0
-               : last_setattr_.load(std::memory_order_acquire);
+               : last_change_.load(std::memory_order_acquire);
   }
+
+  // A WRITE of `size` bytes at `offset` of `node` may be answered now: its sequence number and
+  // what it waits for in its channel (the node's early SETATTRs, and its early WRITEs when it
+  // overlaps one), or nullopt when it must go the synchronous way (not enabled, over the
+  // budget, an error of the node not yet reported, too many outstanding). The file is then at
+  // least offset + size long (as Wrote).
+  struct EarlyWrite {
+    uint64_t seq = 0;
+    uint64_t gate = 0;
+  };
+  std::optional<EarlyWrite> BeginWrite(uint64_t node, uint64_t offset, uint32_t size);
+  // The server answered early WRITE `seq` of `size` bytes to `node`: `error` 0, or the errno it
+  // failed with (the file's next FLUSH or FSYNC reports it). Returns as End does.
+  [[nodiscard]] uint64_t EndWrite(uint64_t seq, uint64_t node, uint32_t size, int error);
+  // What a FLUSH of `node` waits for: its last early WRITE outstanding (0: none).
+  uint64_t WriteGate(uint64_t node) const;
+  // The errno of the first early WRITE of `node` that failed and was not reported yet, then
+  // forgotten (0: none). Lock-free while no write failed.
+  int TakeWriteError(uint64_t node);
   // Every unlink up to `gate` has been answered by the server. Lock-free.
   bool Passed(uint64_t gate) const {
     return gate == 0 || lowest_outstanding_.load(std::memory_order_acquire) > gate;
@@ -165,6 +200,8 @@ class AsyncRemovals {
   uint64_t setattrs_started() const { return setattrs_started_.load(std::memory_order_relaxed); }
   uint64_t setattrs_failed() const { return setattrs_failed_.load(std::memory_order_relaxed); }
   uint64_t setattrs_folded() const { return setattrs_folded_.load(std::memory_order_relaxed); }
+  uint64_t writes_started() const { return writes_started_.load(std::memory_order_relaxed); }
+  uint64_t writes_failed() const { return writes_failed_.load(std::memory_order_relaxed); }
   size_t outstanding() const;
   size_t directories() const;
 
@@ -174,9 +211,15 @@ class AsyncRemovals {
     uint64_t ticket = 0;      // of the request whose answer brought `attr`
     uint64_t floor = 0;       // Forget: answers to requests with tickets up to this are stale
     uint64_t learned_ns = 0;  // 0: no attributes (or forgotten)
-    uint32_t outstanding = 0;       // early unlinks in it and early SETATTRs of it
-    uint32_t setattrs = 0;          // of those, early SETATTRs of it
+    uint32_t outstanding = 0;       // early unlinks in it and early SETATTRs and WRITEs of it
+    uint32_t changes = 0;           // of those, early SETATTRs and WRITEs of it
+    uint64_t last_change = 0;       // the seq of the last of them (NodeGate)
+    uint32_t setattrs = 0;          // of the changes, SETATTRs
     uint64_t last_setattr = 0;      // the seq of the last of them
+    uint32_t writes = 0;            // of the changes, WRITEs
+    uint64_t last_write = 0;        // the seq of the last of them (WriteGate)
+    uint64_t write_lo = 0;          // the bytes the outstanding WRITEs cover lie in [lo, hi)
+    uint64_t write_hi = 0;
     uint64_t deferred_forgets = 0;  // DeferForget
   };
   uint64_t StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -191,6 +234,9 @@ class AsyncRemovals {
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int> wake_ ABSL_GUARDED_BY(mu_);
+  // Errors of early WRITEs not yet reported (TakeWriteError); apart from dirs_, which prunes.
+  absl::flat_hash_map<uint64_t, int> write_errors_ ABSL_GUARDED_BY(mu_);
+  uint64_t write_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of early WRITEs outstanding
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Directories pruned forgot everything: answers to requests sent before are stale for all.
   uint64_t pruned_floor_ ABSL_GUARDED_BY(mu_) = 0;
@@ -198,8 +244,10 @@ class AsyncRemovals {
   uint64_t files_floor_ ABSL_GUARDED_BY(mu_) = 0;
   const bool unlinks_;
   const bool setattrs_;
+  const bool writes_;
   std::atomic<uint64_t> tickets_{0};
-  std::atomic<uint64_t> last_setattr_{0};  // NamesGate()
+  std::atomic<uint64_t> last_change_{0};      // NamesGate()
+  std::atomic<size_t> write_errors_held_{0};  // write_errors_.size(), read without the lock
   std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
   std::atomic<uint64_t> last_started_{0};  // Gate(): published before the unlink is answered
   std::atomic<uint64_t> started_{0};
@@ -207,6 +255,8 @@ class AsyncRemovals {
   std::atomic<uint64_t> setattrs_started_{0};
   std::atomic<uint64_t> setattrs_failed_{0};
   std::atomic<uint64_t> setattrs_folded_{0};
+  std::atomic<uint64_t> writes_started_{0};
+  std::atomic<uint64_t> writes_failed_{0};
 };
 
 // What the server's successful answer to a request tells `async` of attributes (a SETATTR's,

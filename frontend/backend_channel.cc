@@ -279,8 +279,10 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   }
   r.stage = Stage::kWaiting;
   waiting_.push_back(slot);
-  if (!IsDetached(slot)) {
-    gathering_ = false;  // what was gathered goes along
+  if (!IsDetached(slot) || header.opcode == FUSE_WRITE) {
+    // What was gathered goes along. An early WRITE is not held back: its file's close waits
+    // for it.
+    gathering_ = false;
   } else if (!gathering_ && !flush_armed_) {
     gathering_ = true;
     detached_gathered_ = 1;
@@ -404,7 +406,33 @@ uint32_t BackendChannel::window() const {
   return used >= server_max_inflight_ ? 0 : server_max_inflight_ - used;
 }
 
+void BackendChannel::AnswerPassedLocals() {
+  bool asked = false;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    Record& r = *records_[*it];
+    if (!r.reply.local) {
+      ++it;
+      continue;
+    }
+    if (!config_.async->Passed(r.gate)) {
+      if (!asked && gate_fd_.valid()) {
+        config_.async->WakeAtNextEnd(gate_fd_.get());
+        asked = true;
+      }
+      if (!config_.async->Passed(r.gate)) {
+        ++it;
+        continue;
+      }
+    }
+    const uint32_t slot = *it;
+    it = waiting_.erase(it);
+    Answer(slot, 0, 0, ReplyOrigin::kLocal);
+  }
+}
+
 void BackendChannel::FillWindow() {
+  // Before the connection's state is looked at: they never reach the server.
+  if (config_.async != nullptr && config_.async->writes()) AnswerPassedLocals();
   if (state_ != State::kUp || hold_ != Hold::kNone) return;
   while (!waiting_.empty() && window() > 0) {
     // The oldest that may go: one gated behind early unlinks waits (AsyncRemovals), and
@@ -413,7 +441,7 @@ void BackendChannel::FillWindow() {
     if (config_.async != nullptr) {
       bool asked = false;
       while (next != waiting_.end()) {
-        if (gathering_ && IsDetached(*next)) {
+        if ((gathering_ && IsDetached(*next)) || records_[*next]->reply.local) {
           ++next;
           continue;
         }
@@ -1203,6 +1231,11 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     FinishDetached(slot, error, body, origin);
     return;
   }
+  if (error == 0 && config_.async != nullptr &&
+      (r.header.opcode == FUSE_FLUSH || r.header.opcode == FUSE_FSYNC)) {
+    // An early WRITE of the file that failed is reported here (AsyncRemovals::BeginWrite).
+    error = -config_.async->TakeWriteError(r.header.nodeid);
+  }
   fuse_out_header header{};
   header.len = static_cast<uint32_t>(sizeof(header) + body);
   header.error = error;
@@ -1229,6 +1262,24 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
                                            r.async_ticket, now);
     }
     d.merged.clear();
+  } else if (r.header.opcode == FUSE_WRITE) {
+    fuse_write_in in{};
+    std::memcpy(&in, d.frame.data(), std::min(sizeof(in), d.frame.size()));
+    fuse_write_out out{};
+    if (error == 0 && origin == ReplyOrigin::kServer && body >= sizeof(out)) {
+      std::memcpy(&out, r.reply.body, sizeof(out));
+    }
+    // The caller was told every byte was written: fewer is a failure too.
+    int failed = 0;
+    if (error != 0 || origin != ReplyOrigin::kServer) {
+      failed = error < 0 ? -error : EIO;
+    } else if (out.size < in.size) {
+      failed = EIO;
+    }
+    if (failed != 0) FailedWrite(r, in, out.size, failed, origin);
+    forgets = config_.async->EndWrite(d.seq, r.header.nodeid, in.size, failed);
+    // A slot keeps its buffer for the next record; not a megabyte of one write's data.
+    if (d.frame.capacity() > kKeptFrameBytes) std::string().swap(d.frame);
   } else {
     // ENOENT: the name is gone, as asked (another client, or an instance that died after it
     // ran).
@@ -1296,6 +1347,26 @@ void BackendChannel::FailedSetattr(const Record& r, const Detached& d, int error
               : "failed at the server",
       std::strerror(error < 0 ? -error : EIO));
   // The kernel holds the attributes the early answer gave.
+  if (config_.notifier != nullptr) {
+    std::vector<wire::Invalidation> again(1);
+    again[0].kind = wire::InvalidationKind::kInode;
+    again[0].nodeid = r.header.nodeid;
+    config_.notifier->Post(std::move(again));
+  }
+}
+
+void BackendChannel::FailedWrite(const Record& r, const fuse_write_in& in, uint32_t written,
+                                 int error, ReplyOrigin origin) {
+  const bool unknown = origin != ReplyOrigin::kServer;
+  RINGFS_LOG_WARN(
+      "queue %u: write of %u bytes at offset %llu of node %llu, answered before the server ran "
+      "it, %s: %s (%u bytes written); the file's next close or fsync reports it",
+      config_.queue, in.size, static_cast<unsigned long long>(in.offset),
+      static_cast<unsigned long long>(r.header.nodeid),
+      unknown ? "ended without the server's answer (it may or may not have run)"
+              : "failed at the server",
+      std::strerror(error), written);
+  // The kernel holds the size the early answer made.
   if (config_.notifier != nullptr) {
     std::vector<wire::Invalidation> again(1);
     again[0].kind = wire::InvalidationKind::kInode;

@@ -164,8 +164,10 @@ class BackendChannel {
   // sends it (again after a lost connection) and owns its answer: a failure is logged, counted
   // and the kernel told to look the name up again. REQUIRES: CanDetach().
   // A SETATTR answered early likewise: a failure is logged, counted and the kernel told to ask
-  // for the node's attributes again. `gate`: as PendingReply::gate. `after`: the same node's
-  // early SETATTR it follows (0: none), into which it may be folded while that one waits here.
+  // for the node's attributes again. A WRITE too: a failure is logged, counted, the kernel told
+  // to ask for the attributes again and the file's next FLUSH or FSYNC fails with it. `gate`: as
+  // PendingReply::gate. `after`: the same node's early SETATTR it follows (0: none), into which it
+  // may be folded while that one waits here.
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0);
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
@@ -277,6 +279,8 @@ class BackendChannel {
   // synchronous again, which bounds what a slow server can owe.
   static constexpr uint32_t kDetached = 64;
   static constexpr size_t kDetachedReplyBytes = 512;
+  // A detached record's copy of its frame keeps no more room than this once answered.
+  static constexpr size_t kKeptFrameBytes = 64 << 10;
   static constexpr uint64_t kDetachedDrainNs = 30'000'000'000;
   // Detached records owed longer than this are logged (again at most this often).
   static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
@@ -349,6 +353,10 @@ class BackendChannel {
   bool MergeSetattr(const fuse_in_header& header, const iovec* parts, int nparts, uint64_t seq,
                     uint64_t after);
   void FailedSetattr(const Record& r, const Detached& d, int error, ReplyOrigin origin);
+  void FailedWrite(const Record& r, const fuse_write_in& in, uint32_t written, int error,
+                   ReplyOrigin origin);
+  // Answers the waiting records that are answered here (PendingReply::local) whose gate passed.
+  void AnswerPassedLocals();
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   uint32_t window() const;

@@ -135,6 +135,19 @@ bool MeetsFilesByName(const KernelRequest& request) {
   }
 }
 
+// A WRITE that may be answered before the server ran it (AsyncRemovals::BeginWrite): through a
+// write-only descriptor, which has no page cache behind it (frontend/open_reply.h), and asking
+// nothing of the server's timing: no O_SYNC/O_DSYNC (the write's own flags carry RWF_DSYNC
+// too), no O_APPEND (the server picks the offset), no O_DIRECT (its callers expect the device
+// to have it), not the writeback of cached pages. FUSE_WRITE_KILL_SUIDGID (every write of a
+// caller without CAP_FSETID) is fine: the answer carries no mode, and whatever asks for the
+// mode next waits for the write (NodeGate).
+bool MayWriteEarly(const fuse_write_in& in) {
+  return (in.flags & O_ACCMODE) == O_WRONLY &&
+         (in.flags & (O_SYNC | O_DSYNC | O_APPEND | O_DIRECT)) == 0 &&
+         (in.write_flags & FUSE_WRITE_CACHE) == 0;
+}
+
 bool AnswersWithEntry(uint32_t opcode) {
   return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
          opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
@@ -202,6 +215,9 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
       return Answer(request, state, 0, sizeof(*attr), ReplyOrigin::kLocal);
     }
   }
+  if (config_.async != nullptr && config_.async->writes()) {
+    if (std::optional<Verdict> early = AcceptWithWrites(request, state, body)) return *early;
+  }
   std::optional<LocalAnswer> local;
   if (!unlinks_owed) {
     local = AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
@@ -251,12 +267,49 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   return verdict;
 }
 
+std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
+                                                   RequestState* state, void* body) {
+  const uint64_t node = request.header.nodeid;
+  if (request.opcode() == FUSE_FLUSH) {
+    // The close waits for the file's early writes (Forward: answered by the channel once they
+    // are done), and reports the first that failed.
+    if (config_.async->WriteGate(node) != 0) return Verdict{.kind = Verdict::Kind::kForward};
+    WorkerStats::Add(stats_->answered_locally);
+    return Answer(request, state, config_.async->TakeWriteError(node), 0, ReplyOrigin::kLocal);
+  }
+  if (request.opcode() != FUSE_WRITE || !channel_->CanDetach()) return std::nullopt;
+  const fuse_write_in& in = request.Struct<fuse_write_in>();
+  if (!MayWriteEarly(in) || in.size != request.payload_size) return std::nullopt;
+  std::optional<AsyncRemovals::EarlyWrite> early =
+      config_.async->BeginWrite(node, in.offset, in.size);
+  if (!early) return std::nullopt;
+  RecordSending(request);
+  iovec parts[2];
+  const int nparts = Parts(request, parts);
+  channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, early->seq,
+                           early->gate, /*after=*/0);
+  CountForwarded(request, *state);
+  fuse_write_out out{};
+  out.size = in.size;
+  std::memcpy(body, &out, sizeof(out));
+  return Answer(request, state, 0, sizeof(out), ReplyOrigin::kLocal);
+}
+
 void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint32_t slot,
                         ReplyBuffer reply) {
   fuse::ReplyBounds bounds =
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
+  if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {
+    // Never sent (the server buffers nothing): answered once the early writes are done.
+    pending.local = true;
+    pending.gate = config_.async->WriteGate(request.header.nodeid);
+    const iovec none{};
+    channel_->Submit(pending, request.header, &none, 0, state->received_ns);
+    ++inflight_;
+    return;
+  }
   if (config_.async != nullptr) {
     uint64_t gate = IndependentOfUnlinks(request.opcode()) ? 0 : config_.async->Gate();
     gate = std::max(gate, config_.async->NodeGate(request.header.nodeid));

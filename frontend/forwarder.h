@@ -142,6 +142,10 @@ class Forwarder {
  private:
   Verdict Answer(const KernelRequest& request, RequestState* state, int error, size_t body_size,
                  ReplyOrigin origin);
+  // With async_write: a WRITE answered early, or a FLUSH answered now or sent to wait for the
+  // file's early writes (kForward); nullopt for anything else.
+  std::optional<Verdict> AcceptWithWrites(const KernelRequest& request, RequestState* state,
+                                          void* body);
   // The request's parts as the channel sends them (argument struct, payload); returns how many.
   static int Parts(const KernelRequest& request, iovec (&parts)[2]);
   // Before a request goes to the server: what it changes is no longer known by the caches.

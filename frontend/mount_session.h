@@ -98,11 +98,13 @@ class MountSession {
   // Which nodes have no file capability (only with invalidations, which keep it coherent).
   std::unique_ptr<XattrAbsenceCache> xattrs_;
   std::unique_ptr<CompleteDirs> complete_dirs_;  // null with no_complete_dirs
-  // Null without async_unlink and async_setattr, or without post-op directory attributes
-  // (no_dir_attrs).
+  // Null without async_unlink, async_setattr and async_write, or without post-op directory
+  // attributes (no_dir_attrs).
   std::unique_ptr<AsyncRemovals> async_removals_ =
-      (options_.async_unlink || options_.async_setattr) && options_.dir_attrs
-          ? std::make_unique<AsyncRemovals>(options_.async_unlink, options_.async_setattr)
+      (options_.async_unlink || options_.async_setattr || options_.async_write) &&
+              options_.dir_attrs
+          ? std::make_unique<AsyncRemovals>(options_.async_unlink, options_.async_setattr,
+                                            options_.async_write)
           : nullptr;
   std::unique_ptr<KeptEntries> kept_entries_;    // null with no_kept_entries or no complete_dirs_
   // Writes the server's invalidations into the kernel; before the workers, whose channels post

@@ -117,6 +117,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->async_unlink = true;
   } else if (key == "async_setattr") {
     out->async_setattr = true;
+  } else if (key == "async_write") {
+    out->async_write = true;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -255,6 +257,8 @@ std::string Usage() {
          "         there is only logged, and the name comes back)\n"
          "         async_setattr (answer chmod, chown and utimes of files before the server\n"
          "         ran them; a failure there is only logged)\n"
+         "         async_write (answer writes of write-only descriptors before the server ran\n"
+         "         them; close and fsync wait for them and report their errors, as on NFS)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

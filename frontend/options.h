@@ -92,6 +92,10 @@ struct MountOptions {
   // it (AsyncRemovals::BeginSetattr); a failure there is then only logged and counted. Off by
   // default (CephFS buffers such changes only under an exclusive capability).
   bool async_setattr = false;
+  // async_write: answer a WRITE through a write-only descriptor before the server has run it
+  // (AsyncRemovals::BeginWrite); the close (FLUSH) and fsync of the file wait for it and report
+  // its error, as NFS does. Off by default.
+  bool async_write = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

@@ -24,6 +24,9 @@ struct PendingReply {
   // Not sent before every early unlink up to this one was answered (AsyncRemovals::Gate); 0:
   // no wait.
   uint64_t gate = 0;
+  // Never sent: answered by the channel itself once `gate` has passed (a FLUSH waiting for the
+  // file's early writes, AsyncRemovals::WriteGate).
+  bool local = false;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the
