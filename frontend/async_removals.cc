@@ -223,11 +223,15 @@ uint64_t AsyncRemovals::NodeGate(uint64_t node) const {
   return it == dirs_.end() || it->second.changes == 0 ? 0 : it->second.last_change;
 }
 
-std::optional<AsyncRemovals::EarlyWrite> AsyncRemovals::BeginWrite(uint64_t node, uint64_t offset,
-                                                                   uint32_t size) {
+std::optional<AsyncRemovals::EarlyWrite> AsyncRemovals::BeginWrite(uint64_t node, uint64_t fh,
+                                                                   uint64_t offset, uint32_t size) {
   if (!writes_) return std::nullopt;
   absl::MutexLock lock(&mu_);
-  if (write_bytes_ + size > kWriteBudget || write_errors_.contains(node)) return std::nullopt;
+  if (write_bytes_ + size > kWriteBudget) return std::nullopt;
+  auto file = open_files_.find(fh);
+  if (file != open_files_.end() && (file->second.error != 0 || file->second.released)) {
+    return std::nullopt;
+  }
   Dir& d = FindOrAddLocked(node);
   if (d.outstanding >= kMaxPerDir) return std::nullopt;
   const uint64_t end = offset + size;
@@ -246,6 +250,9 @@ std::optional<AsyncRemovals::EarlyWrite> AsyncRemovals::BeginWrite(uint64_t node
   ++d.writes;
   early.seq = StartLocked();
   d.last_change = d.last_write = early.seq;
+  OpenFile& f = open_files_[fh];
+  ++f.writes;
+  f.last_write = early.seq;
   last_change_.store(early.seq, std::memory_order_release);
   write_bytes_ += size;
   writes_started_.fetch_add(1, std::memory_order_relaxed);
@@ -255,7 +262,8 @@ std::optional<AsyncRemovals::EarlyWrite> AsyncRemovals::BeginWrite(uint64_t node
   return early;
 }
 
-uint64_t AsyncRemovals::EndWrite(uint64_t seq, uint64_t node, uint32_t size, int error) {
+uint64_t AsyncRemovals::EndWrite(uint64_t seq, uint64_t node, uint64_t fh, uint32_t size,
+                                 int error) {
   absl::MutexLock lock(&mu_);
   write_bytes_ -= std::min<uint64_t>(write_bytes_, size);
   auto it = dirs_.find(node);
@@ -263,37 +271,58 @@ uint64_t AsyncRemovals::EndWrite(uint64_t seq, uint64_t node, uint32_t size, int
     Dir& d = it->second;
     if (d.writes > 0) --d.writes;
     if (d.changes > 0) --d.changes;
-    if (error != 0) {
-      // The size answered may be more than the server holds.
-      d.learned_ns = 0;
-      d.floor = tickets_.load(std::memory_order_relaxed);
-    }
+    // A GETATTR or LOOKUP that ran at the server before the write may be answered after this,
+    // with the size from before it.
+    d.floor = tickets_.load(std::memory_order_relaxed);
+    // The size answered may be more than the server holds.
+    if (error != 0) d.learned_ns = 0;
   }
-  if (error != 0) {
-    writes_failed_.fetch_add(1, std::memory_order_relaxed);
-    if (write_errors_.emplace(node, error).second) {
-      write_errors_held_.store(write_errors_.size(), std::memory_order_release);
+  if (error != 0) writes_failed_.fetch_add(1, std::memory_order_relaxed);
+  auto file = open_files_.find(fh);
+  if (file != open_files_.end()) {
+    OpenFile& f = file->second;
+    if (f.writes > 0) --f.writes;
+    if (error != 0 && f.error == 0 && !f.released) {
+      f.error = error;
+      errors_held_.store(++errors_held_locked_, std::memory_order_release);
     }
+    if (f.writes == 0 && f.error == 0) open_files_.erase(file);
   }
   return EndLocked(seq, node);
 }
 
-uint64_t AsyncRemovals::WriteGate(uint64_t node) const {
+uint64_t AsyncRemovals::WriteGate(uint64_t fh) const {
   if (!writes_ || lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX) return 0;
   absl::MutexLock lock(&mu_);
-  auto it = dirs_.find(node);
-  return it == dirs_.end() || it->second.writes == 0 ? 0 : it->second.last_write;
+  auto it = open_files_.find(fh);
+  return it == open_files_.end() || it->second.writes == 0 ? 0 : it->second.last_write;
 }
 
-int AsyncRemovals::TakeWriteError(uint64_t node) {
-  if (write_errors_held_.load(std::memory_order_acquire) == 0) return 0;
+int AsyncRemovals::TakeWriteError(uint64_t fh) {
+  if (errors_held_.load(std::memory_order_acquire) == 0) return 0;
   absl::MutexLock lock(&mu_);
-  auto it = write_errors_.find(node);
-  if (it == write_errors_.end()) return 0;
-  const int error = it->second;
-  write_errors_.erase(it);
-  write_errors_held_.store(write_errors_.size(), std::memory_order_release);
+  auto it = open_files_.find(fh);
+  if (it == open_files_.end() || it->second.error == 0) return 0;
+  const int error = it->second.error;
+  ClearErrorLocked(fh, /*released=*/false);
   return error;
+}
+
+void AsyncRemovals::Released(uint64_t fh) {
+  if (!writes_) return;
+  absl::MutexLock lock(&mu_);
+  if (open_files_.contains(fh)) ClearErrorLocked(fh, /*released=*/true);
+}
+
+void AsyncRemovals::ClearErrorLocked(uint64_t fh, bool released) {
+  OpenFile& f = open_files_[fh];
+  if (f.error != 0) errors_held_.store(--errors_held_locked_, std::memory_order_release);
+  f.error = 0;
+  if (f.writes == 0) {
+    open_files_.erase(fh);
+  } else if (released) {
+    f.released = true;  // writes still owed: counted until they end, their errors dropped
+  }
 }
 
 void AsyncRemovals::WakeAtNextEnd(int fd) {

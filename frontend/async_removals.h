@@ -29,9 +29,10 @@
 // answered early too, its bytes copied, up to kWriteBudget bytes outstanding per mount. It waits
 // in its channel for the node's early SETATTRs before it and for its earlier early WRITEs that
 // overlap it (BeginWrite); everything else on the node waits for it (NodeGate), and so does what
-// meets files by name (NamesGate: a LOOKUP's size). The file's close (FLUSH) waits for its early
-// WRITEs (WriteGate) and, like its next fsync, reports the first that failed (TakeWriteError):
-// NFS's close-to-open. A node with an error not yet reported writes synchronously.
+// meets files by name (NamesGate: a LOOKUP's size). Errors are kept per open file (the kernel's
+// fh, as NFS keeps them per open file): its close (FLUSH) waits for its early WRITEs (WriteGate)
+// and, like its next fsync, reports the first that failed (TakeWriteError): NFS's close-to-open.
+// An open file with an error not yet reported writes synchronously; its RELEASE drops the error.
 //
 // Shared by all workers of a mount. Thread-safe; the lock is held only for a map operation.
 #pragma once
@@ -155,24 +156,28 @@ class AsyncRemovals {
                : last_change_.load(std::memory_order_acquire);
   }
 
-  // A WRITE of `size` bytes at `offset` of `node` may be answered now: its sequence number and
-  // what it waits for in its channel (the node's early SETATTRs, and its early WRITEs when it
-  // overlaps one), or nullopt when it must go the synchronous way (not enabled, over the
-  // budget, an error of the node not yet reported, too many outstanding). The file is then at
-  // least offset + size long (as Wrote).
+  // A WRITE of `size` bytes at `offset` of `node` through open file `fh` may be answered now:
+  // its sequence number and what it waits for in its channel (the node's early SETATTRs, and its
+  // early WRITEs when it overlaps one), or nullopt when it must go the synchronous way (not
+  // enabled, over the budget, an error of `fh` not yet reported, too many outstanding). The file
+  // is then at least offset + size long (as Wrote).
   struct EarlyWrite {
     uint64_t seq = 0;
     uint64_t gate = 0;
   };
-  std::optional<EarlyWrite> BeginWrite(uint64_t node, uint64_t offset, uint32_t size);
-  // The server answered early WRITE `seq` of `size` bytes to `node`: `error` 0, or the errno it
-  // failed with (the file's next FLUSH or FSYNC reports it). Returns as End does.
-  [[nodiscard]] uint64_t EndWrite(uint64_t seq, uint64_t node, uint32_t size, int error);
-  // What a FLUSH of `node` waits for: its last early WRITE outstanding (0: none).
-  uint64_t WriteGate(uint64_t node) const;
-  // The errno of the first early WRITE of `node` that failed and was not reported yet, then
+  std::optional<EarlyWrite> BeginWrite(uint64_t node, uint64_t fh, uint64_t offset, uint32_t size);
+  // The server answered early WRITE `seq` of `size` bytes to `node` through `fh`: `error` 0, or
+  // the errno it failed with (the next FLUSH or FSYNC of `fh` reports it). Returns as End does.
+  [[nodiscard]] uint64_t EndWrite(uint64_t seq, uint64_t node, uint64_t fh, uint32_t size,
+                                  int error);
+  // What a FLUSH of open file `fh` waits for: its last early WRITE outstanding (0: none).
+  uint64_t WriteGate(uint64_t fh) const;
+  // The errno of the first early WRITE through `fh` that failed and was not reported yet, then
   // forgotten (0: none). Lock-free while no write failed.
-  int TakeWriteError(uint64_t node);
+  int TakeWriteError(uint64_t fh);
+  // The kernel released `fh` (its RELEASE is being sent): an error not reported yet has nobody
+  // left to be reported to (it was logged and counted).
+  void Released(uint64_t fh);
   // Every unlink up to `gate` has been answered by the server. Lock-free.
   bool Passed(uint64_t gate) const {
     return gate == 0 || lowest_outstanding_.load(std::memory_order_acquire) > gate;
@@ -234,8 +239,17 @@ class AsyncRemovals {
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> outstanding_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<int> wake_ ABSL_GUARDED_BY(mu_);
-  // Errors of early WRITEs not yet reported (TakeWriteError); apart from dirs_, which prunes.
-  absl::flat_hash_map<uint64_t, int> write_errors_ ABSL_GUARDED_BY(mu_);
+  // Open files (the kernel's fh) with early WRITEs outstanding or an error of one not reported.
+  struct OpenFile {
+    uint32_t writes = 0;
+    uint64_t last_write = 0;  // WriteGate
+    int error = 0;            // TakeWriteError
+    bool released = false;    // Released: errors are no longer kept
+  };
+  // Drops `fh`'s error (reported, or `released`: nobody left to report it to).
+  void ClearErrorLocked(uint64_t fh, bool released) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::flat_hash_map<uint64_t, OpenFile> open_files_ ABSL_GUARDED_BY(mu_);
+  size_t errors_held_locked_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of early WRITEs outstanding
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   // Directories pruned forgot everything: answers to requests sent before are stale for all.
@@ -247,7 +261,7 @@ class AsyncRemovals {
   const bool writes_;
   std::atomic<uint64_t> tickets_{0};
   std::atomic<uint64_t> last_change_{0};      // NamesGate()
-  std::atomic<size_t> write_errors_held_{0};  // write_errors_.size(), read without the lock
+  std::atomic<size_t> errors_held_{0};        // open files with an error, read without the lock
   std::atomic<uint64_t> lowest_outstanding_{UINT64_MAX};
   std::atomic<uint64_t> last_started_{0};  // Gate(): published before the unlink is answered
   std::atomic<uint64_t> started_{0};

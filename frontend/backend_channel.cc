@@ -3,8 +3,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "frontend/caller_state.h"
 #include "frontend/client_auth.h"
 #include "frontend/open_reply.h"
 
@@ -265,13 +266,18 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     if (r.change) config_.dirs->BeginChange();
   }
   // A detached record has no deadline: it would open the gate of what follows it while the
-  // server may still run it (those requests have their own deadlines), and drop it unsent.
-  if (config_.request_timeout.count() > 0 && !IsDetached(slot)) {
+  // server may still run it (those requests have their own deadlines), and drop it unsent. Nor
+  // has a RELEASE waiting for early changes of its file: the kernel does not wait for it, and
+  // given up unsent it would leave the file open at the server.
+  const bool gated_release = header.opcode == FUSE_RELEASE && reply.gate != 0;
+  if (config_.request_timeout.count() > 0 && !IsDetached(slot) && !gated_release) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
   by_unique_[r.unique] = slot;
   ++live_;
-  if (!IsDetached(slot) && config_.interrupts != nullptr && config_.interrupts->Take(r.unique)) {
+  // A local record's INTERRUPT is looked at by the tick (OnTick: only a dying caller's counts).
+  if (!IsDetached(slot) && !reply.local && config_.interrupts != nullptr &&
+      config_.interrupts->Take(r.unique)) {
     // Interrupted before it got here: it never reaches the server.
     ++interrupted_;
     Answer(slot, -EINTR, 0, ReplyOrigin::kInterrupted);
@@ -1044,10 +1050,12 @@ void BackendChannel::OnTick() {
       auto it = by_unique_.find(unique);
       // A detached record's caller was answered success: an INTERRUPT that crossed that answer
       // must not cancel it.
-      if (it == by_unique_.end() || IsDetached(it->second) ||
-          !config_.interrupts->Take(unique)) {
-        continue;
-      }
+      if (it == by_unique_.end() || IsDetached(it->second)) continue;
+      // A close waiting for its file's early writes fails with EINTR only for a dying caller
+      // (caller_state.h); left on the board, it is looked at again next tick.
+      const Record& r = *records_[it->second];
+      if (r.reply.local && !CallerBeingKilled(static_cast<pid_t>(r.header.pid))) continue;
+      if (!config_.interrupts->Take(unique)) continue;
       ++interrupted_;
       End(it->second, EINTR, ReplyOrigin::kInterrupted);
     }
@@ -1080,8 +1088,8 @@ void BackendChannel::OnTick() {
     if (now - oldest > kDetachedOwedWarnNs) {
       owed_warned_ns_ = now;
       RINGFS_LOG_WARN(
-          "queue %u: %u unlinks or attribute changes answered early are still not answered by %s, "
-          "the oldest after %.0f s; the requests that follow them wait",
+          "queue %u: %u unlinks, attribute changes or writes answered early are still not "
+          "answered by %s, the oldest after %.0f s; the requests that follow them wait",
           config_.queue, detached_live_, config_.address.text, (now - oldest) / 1e9);
     }
   }
@@ -1231,10 +1239,14 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     FinishDetached(slot, error, body, origin);
     return;
   }
-  if (error == 0 && config_.async != nullptr &&
-      (r.header.opcode == FUSE_FLUSH || r.header.opcode == FUSE_FSYNC)) {
-    // An early WRITE of the file that failed is reported here (AsyncRemovals::BeginWrite).
-    error = -config_.async->TakeWriteError(r.header.nodeid);
+  if (error == 0 && config_.async != nullptr && r.iovcnt > 1) {
+    // An early WRITE through the open file that failed is reported here (AsyncRemovals).
+    const iovec& op_in = r.iov[1];
+    if (r.header.opcode == FUSE_FLUSH && op_in.iov_len >= sizeof(fuse_flush_in)) {
+      error = -config_.async->TakeWriteError(static_cast<const fuse_flush_in*>(op_in.iov_base)->fh);
+    } else if (r.header.opcode == FUSE_FSYNC && op_in.iov_len >= sizeof(fuse_fsync_in)) {
+      error = -config_.async->TakeWriteError(static_cast<const fuse_fsync_in*>(op_in.iov_base)->fh);
+    }
   }
   fuse_out_header header{};
   header.len = static_cast<uint32_t>(sizeof(header) + body);
@@ -1277,7 +1289,7 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
       failed = EIO;
     }
     if (failed != 0) FailedWrite(r, in, out.size, failed, origin);
-    forgets = config_.async->EndWrite(d.seq, r.header.nodeid, in.size, failed);
+    forgets = config_.async->EndWrite(d.seq, r.header.nodeid, in.fh, in.size, failed);
     // A slot keeps its buffer for the next record; not a megabyte of one write's data.
     if (d.frame.capacity() > kKeptFrameBytes) std::string().swap(d.frame);
   } else {
@@ -1381,15 +1393,15 @@ bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
   if (*deadline_ns == 0) {
     *deadline_ns = now + kDetachedDrainNs;
     RINGFS_LOG_INFO(
-        "queue %u: the mount ended with %u unlinks or attribute changes answered early not yet "
-        "answered by the server; waiting for them",
+        "queue %u: the mount ended with %u unlinks, attribute changes or writes answered early "
+        "not yet answered by the server; waiting for them",
         config_.queue, detached_live_);
     return true;
   }
   if (now < *deadline_ns) return true;
   RINGFS_LOG_ERROR(
-      "queue %u: %u unlinks or attribute changes answered early were not answered by the server "
-      "within %llu s of the mount's end; they may not have run",
+      "queue %u: %u unlinks, attribute changes or writes answered early were not answered by "
+      "the server within %llu s of the mount's end; they may not have run",
       config_.queue, detached_live_,
       static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
   return false;

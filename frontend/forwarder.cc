@@ -271,17 +271,22 @@ std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
                                                    RequestState* state, void* body) {
   const uint64_t node = request.header.nodeid;
   if (request.opcode() == FUSE_FLUSH) {
-    // The close waits for the file's early writes (Forward: answered by the channel once they
-    // are done), and reports the first that failed.
-    if (config_.async->WriteGate(node) != 0) return Verdict{.kind = Verdict::Kind::kForward};
+    // The close waits for the early writes through this open file (Forward: answered by the
+    // channel once they are done), and reports the first that failed.
+    const uint64_t fh = request.Struct<fuse_flush_in>().fh;
+    if (config_.async->WriteGate(fh) != 0) return Verdict{.kind = Verdict::Kind::kForward};
     WorkerStats::Add(stats_->answered_locally);
-    return Answer(request, state, config_.async->TakeWriteError(node), 0, ReplyOrigin::kLocal);
+    return Answer(request, state, config_.async->TakeWriteError(fh), 0, ReplyOrigin::kLocal);
+  }
+  if (request.opcode() == FUSE_RELEASE) {
+    config_.async->Released(request.Struct<fuse_release_in>().fh);
+    return std::nullopt;
   }
   if (request.opcode() != FUSE_WRITE || !channel_->CanDetach()) return std::nullopt;
   const fuse_write_in& in = request.Struct<fuse_write_in>();
   if (!MayWriteEarly(in) || in.size != request.payload_size) return std::nullopt;
   std::optional<AsyncRemovals::EarlyWrite> early =
-      config_.async->BeginWrite(node, in.offset, in.size);
+      config_.async->BeginWrite(node, in.fh, in.offset, in.size);
   if (!early) return std::nullopt;
   RecordSending(request);
   iovec parts[2];
@@ -304,9 +309,10 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {
     // Never sent (the server buffers nothing): answered once the early writes are done.
     pending.local = true;
-    pending.gate = config_.async->WriteGate(request.header.nodeid);
-    const iovec none{};
-    channel_->Submit(pending, request.header, &none, 0, state->received_ns);
+    pending.gate = config_.async->WriteGate(request.Struct<fuse_flush_in>().fh);
+    iovec parts[2];  // its fh, for the error it reports
+    const int nparts = Parts(request, parts);
+    channel_->Submit(pending, request.header, parts, nparts, state->received_ns);
     ++inflight_;
     return;
   }

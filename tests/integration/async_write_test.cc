@@ -265,8 +265,15 @@ TEST_P(AsyncWriteTest, CloseAndFsyncReportAWriteThatFailedAtTheServer) {
     if (use_fsync) {
       EXPECT_EQ(::close(fd), 0) << "reported once: " << ErrnoName(errno);
     }
-    // Room again: the file is rewritten, and its close succeeds.
+    // Room again (the server frees the blocks at the RELEASE, which the kernel sends on its own
+    // time): the file is rewritten, and its close succeeds.
     ASSERT_EQ(::unlink(Mnt(name).c_str()), 0) << ErrnoName(errno);
+    const auto deadline = Clock::now() + seconds(10);
+    struct statfs fs {};
+    while (::statfs(small.c_str(), &fs) == 0 && fs.f_bfree * fs.f_bsize < (512u << 10) &&
+           Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(20));
+    }
     fd = ::open(Mnt(name).c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << ErrnoName(errno);
     ASSERT_EQ(::write(fd, big.data(), 100000), 100000);
@@ -275,6 +282,89 @@ TEST_P(AsyncWriteTest, CloseAndFsyncReportAWriteThatFailedAtTheServer) {
     ASSERT_EQ(::unlink(Mnt(name).c_str()), 0);
   }
   EXPECT_GT(StatAtLeast("async_write_failures", 2), 1u);
+}
+
+// Errors and waits belong to the open file that wrote: the close of another descriptor of the
+// same file (a reader, opened before) neither waits for those writes nor takes their error.
+TEST_P(AsyncWriteTest, AnotherDescriptorsCloseNeitherWaitsNorTakesTheError) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  int reader = ::open(Mnt("f").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  int writer = ::open(Mnt("f").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  const std::string data = Pattern(100000, 4);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  ASSERT_EQ(WriteAll(writer, data), 0);
+  const auto start = Clock::now();
+  EXPECT_EQ(::close(reader), 0) << ErrnoName(errno);
+  EXPECT_LT(Clock::now() - start, seconds(2)) << "the reader's close waited for the writer";
+  env_->server_process()->Signal(SIGCONT);
+  EXPECT_EQ(::close(writer), 0) << ErrnoName(errno);
+  EXPECT_TRUE(ReadFile(Exp("f")) == data);
+}
+
+// A close waiting for its writes is not failed by a caught signal (EINTR would read as a failed
+// close to cp or tar), but a SIGKILL ends it at once: the process dies while the server is
+// stopped.
+void Ignore(int) {}
+
+TEST_P(AsyncWriteTest, ACaughtSignalDoesNotFailTheCloseAndSigkillEndsIt) {
+  const std::string data = Pattern(100000, 5);
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  struct sigaction action {};
+  action.sa_handler = Ignore;  // no SA_RESTART
+  struct sigaction old {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &action, &old), 0);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  ASSERT_EQ(WriteAll(fd, data), 0);
+  int close_result = -2, close_errno = 0;
+  std::thread closer([&] {
+    close_result = ::close(fd);
+    close_errno = errno;
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  for (int i = 0; i < 5; ++i) {
+    ::pthread_kill(closer.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(milliseconds(150));
+  }
+  env_->server_process()->Signal(SIGCONT);
+  closer.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(close_result, 0) << ErrnoName(close_errno);
+  EXPECT_TRUE(ReadFile(Exp("f")) == data);
+
+  // The same wait in a child, killed. The file is opened before the stop (an open waits for
+  // the server); the child writes through the descriptor it inherits, then closes it.
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  int g = ::open(Mnt("g").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(g, 0) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (WriteAll(g, data) != 0) ::_exit(1);
+    (void)!::write(ready[1], "w", 1);
+    ::close(g);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char step = 0;
+  const bool wrote = ::read(ready[0], &step, 1) == 1;
+  ::close(ready[0]);
+  std::this_thread::sleep_for(milliseconds(200));  // into its close
+  const auto killed = Clock::now();
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_LT(Clock::now() - killed, seconds(3)) << "the dying caller's close was not ended";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << DescribeWaitStatus(status);
+  EXPECT_TRUE(wrote);
+  env_->server_process()->Signal(SIGCONT);
+  EXPECT_EQ(::close(g), 0) << "the parent's copy: the writes ran once the server was back, "
+                           << ErrnoName(errno);
+  EXPECT_TRUE(ReadFile(Exp("g")) == data);
 }
 
 class AsyncWriteTimeoutTest : public AsyncWriteTest {
