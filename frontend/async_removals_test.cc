@@ -449,6 +449,16 @@ TEST(AsyncWriteTest, AFailedWriteIsReportedOnceToItsOpenFile) {
   async.Released(kFh + 1);
   (void)async.EndWrite(other->seq, 9, kFh + 1, 100, EIO);
   EXPECT_EQ(async.TakeWriteError(kFh + 1), 0);
+  // Released with an error held: dropped, and another open file's error still reported.
+  std::optional<AsyncRemovals::EarlyWrite> a = async.BeginWrite(9, kFh + 5, 0, 10);
+  std::optional<AsyncRemovals::EarlyWrite> b = async.BeginWrite(9, kFh + 6, 0, 10);
+  ASSERT_TRUE(a && b);
+  (void)async.EndWrite(a->seq, 9, kFh + 5, 10, EIO);
+  async.Released(kFh + 5);
+  EXPECT_EQ(async.TakeWriteError(kFh + 5), 0);
+  (void)async.EndWrite(b->seq, 9, kFh + 6, 10, EDQUOT);
+  EXPECT_EQ(async.TakeWriteError(kFh + 6), EDQUOT);
+  EXPECT_EQ(async.TakeWriteError(kFh), 0);
 }
 
 TEST(AsyncWriteTest, EarlyWritesStayWithinTheBudget) {

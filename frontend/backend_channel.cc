@@ -248,7 +248,10 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   r.header.len = static_cast<uint32_t>(r.frame_bytes);
   r.gate = reply.gate;
   const uint32_t slot = reply.slot;
-  if (config_.ledger != nullptr && r.iovcnt > 1) {
+  // A RELEASE behind early changes (detached) ends its fh in the ledger once it ran: until then
+  // a new server instance must get the file re-opened, for the writes it waits for.
+  if (config_.ledger != nullptr && r.iovcnt > 1 &&
+      !(IsDetached(slot) && header.opcode == FUSE_RELEASE)) {
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
   r.xattr_ticket = 0;
@@ -266,11 +269,8 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     if (r.change) config_.dirs->BeginChange();
   }
   // A detached record has no deadline: it would open the gate of what follows it while the
-  // server may still run it (those requests have their own deadlines), and drop it unsent. Nor
-  // has a RELEASE waiting for early changes of its file: the kernel does not wait for it, and
-  // given up unsent it would leave the file open at the server.
-  const bool gated_release = header.opcode == FUSE_RELEASE && reply.gate != 0;
-  if (config_.request_timeout.count() > 0 && !IsDetached(slot) && !gated_release) {
+  // server may still run it (those requests have their own deadlines), and drop it unsent.
+  if (config_.request_timeout.count() > 0 && !IsDetached(slot)) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
   by_unique_[r.unique] = slot;
@@ -410,6 +410,24 @@ void BackendChannel::SubmitOneWay(const void* frame, size_t size) {
 uint32_t BackendChannel::window() const {
   uint32_t used = on_wire_ + static_cast<uint32_t>(dropped_.size());
   return used >= server_max_inflight_ ? 0 : server_max_inflight_ - used;
+}
+
+void BackendChannel::EndDyingLocals() {
+  // A dying caller waits for the answer (the kernel sends no second INTERRUPT, and a process
+  // killed inside write() closes its files from its exit, with none at all): caller_state.h.
+  std::vector<uint32_t> dying;
+  for (uint32_t slot : waiting_) {
+    const Record& r = *records_[slot];
+    if (!r.reply.local) continue;
+    const CallerState state = CallerStateOf(static_cast<pid_t>(r.header.pid));
+    if (state == CallerState::kDying || (state == CallerState::kUnknown && r.interrupted)) {
+      dying.push_back(slot);
+    }
+  }
+  for (uint32_t slot : dying) {
+    ++interrupted_;
+    End(slot, EINTR, ReplyOrigin::kInterrupted);
+  }
 }
 
 void BackendChannel::AnswerPassedLocals() {
@@ -1051,14 +1069,19 @@ void BackendChannel::OnTick() {
       // A detached record's caller was answered success: an INTERRUPT that crossed that answer
       // must not cancel it.
       if (it == by_unique_.end() || IsDetached(it->second)) continue;
-      // A close waiting for its file's early writes fails with EINTR only for a dying caller
-      // (caller_state.h); left on the board, it is looked at again next tick.
-      const Record& r = *records_[it->second];
-      if (r.reply.local && !CallerBeingKilled(static_cast<pid_t>(r.header.pid))) continue;
       if (!config_.interrupts->Take(unique)) continue;
+      Record& r = *records_[it->second];
+      if (r.reply.local) {
+        // A close waiting for its file's early writes: only a dying caller's ends (below).
+        r.interrupted = true;
+        continue;
+      }
       ++interrupted_;
       End(it->second, EINTR, ReplyOrigin::kInterrupted);
     }
+  }
+  if (config_.async != nullptr && config_.async->writes() && !waiting_.empty()) {
+    EndDyingLocals();
   }
   if (config_.request_timeout.count() > 0 && live_ > 0) {
     uint32_t expired = 0;
@@ -1274,6 +1297,11 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
                                            r.async_ticket, now);
     }
     d.merged.clear();
+  } else if (r.header.opcode == FUSE_RELEASE) {
+    // Whatever the answer (the kernel never looks at it, Forwarder::Accept): the fh is gone.
+    if (config_.ledger != nullptr && r.iovcnt > 1) {
+      config_.ledger->OnRequest(r.header, r.iov[1].iov_base, r.iov[1].iov_len);
+    }
   } else if (r.header.opcode == FUSE_WRITE) {
     fuse_write_in in{};
     std::memcpy(&in, d.frame.data(), std::min(sizeof(in), d.frame.size()));

@@ -236,6 +236,7 @@ class BackendChannel {
     fuse_in_header header{};
     iovec iov[4]{};
     bool held = false;  // answered while still in the outstanding SENDMSG
+    bool interrupted = false;  // a local record's INTERRUPT came (EndDyingLocals)
     int held_error = 0;
     size_t held_body = 0;
     uint64_t dir_ticket = 0;    // a MKDIR or LOOKUP: CompleteDirs' ticket
@@ -357,6 +358,9 @@ class BackendChannel {
                    ReplyOrigin origin);
   // Answers the waiting records that are answered here (PendingReply::local) whose gate passed.
   void AnswerPassedLocals();
+  // Ends with EINTR the waiting local records whose caller is dying (caller_state.h), or was
+  // interrupted and cannot be looked at. Each tick.
+  void EndDyingLocals();
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   uint32_t window() const;

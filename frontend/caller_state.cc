@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -12,30 +13,46 @@ namespace ringfs::frontend {
 
 namespace {
 
-// The hexadecimal mask after `key` ("SigPnd:"), or 0.
-uint64_t MaskAfter(std::string_view status, std::string_view key) {
-  const size_t at = status.find(key);
-  if (at == std::string_view::npos) return 0;
-  const std::string rest(status.substr(at + key.size(), 32));
-  return std::strtoull(rest.c_str(), nullptr, 16);
-}
+// include/linux/sched.h: the task is in do_exit() (its files are closed after this is set).
+constexpr uint64_t kPfExiting = 0x00000004;
 
 }  // namespace
 
-bool KillPendingIn(std::string_view status) {
-  constexpr uint64_t kKill = uint64_t{1} << (SIGKILL - 1);
-  return ((MaskAfter(status, "\nSigPnd:") | MaskAfter(status, "\nShdPnd:")) & kKill) != 0;
+CallerState CallerStateFromStat(std::string_view stat) {
+  // "tid (comm) state ppid ...": comm may hold spaces and parentheses, the last ')' ends it.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string_view::npos) return CallerState::kUnknown;
+  const std::string rest(stat.substr(paren + 1));
+  // Fields after comm, from 0: state (field 3 of proc(5)), ..., flags (9), ..., signal (31).
+  const char* p = rest.c_str();
+  char state = 0;
+  uint64_t flags = 0, pending = 0;
+  for (int field = 0; field <= 28; ++field) {
+    while (*p == ' ') ++p;
+    if (*p == '\0' || *p == '\n') return CallerState::kUnknown;
+    const char* start = p;
+    while (*p != ' ' && *p != '\0' && *p != '\n') ++p;
+    if (field == 0) state = *start;
+    if (field == 6) flags = std::strtoull(start, nullptr, 10);
+    if (field == 28) pending = std::strtoull(start, nullptr, 10);
+  }
+  const uint64_t kill = uint64_t{1} << (SIGKILL - 1);
+  if (state == 'Z' || state == 'X' || (flags & kPfExiting) != 0 || (pending & kill) != 0) {
+    return CallerState::kDying;
+  }
+  return CallerState::kAlive;
 }
 
-bool CallerBeingKilled(pid_t pid) {
-  if (pid <= 0) return false;
-  const std::string path = "/proc/" + std::to_string(pid) + "/status";
+CallerState CallerStateOf(pid_t tid) {
+  if (tid <= 0) return CallerState::kUnknown;
+  const std::string path = "/proc/" + std::to_string(tid) + "/stat";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[4096];
+  if (fd < 0) return errno == ENOENT ? CallerState::kDying : CallerState::kUnknown;
+  char buf[1024];  // about 300 bytes: comm is at most 64
   const ssize_t n = ::read(fd, buf, sizeof(buf));
   ::close(fd);
-  return n > 0 && KillPendingIn({buf, static_cast<size_t>(n)});
+  if (n <= 0) return CallerState::kUnknown;
+  return CallerStateFromStat({buf, static_cast<size_t>(n)});
 }
 
 }  // namespace ringfs::frontend

@@ -1,10 +1,12 @@
-// Whether the process behind a request is being killed, from /proc/<pid>/status.
+// Whether the thread behind a request is dying, from /proc/<tid>/stat.
 //
-// Why: the kernel sends an INTERRUPT for a waiting request on any signal, a caught SIGCHLD or
-// SIGALRM included, and the mount answers EINTR. For most requests that is what the caller
-// expects of a slow system call; a close() that fails with EINTR is reported as a failed close
-// (cp, tar), so a FLUSH waiting for its file's early writes (async_write) ends early only when
-// the caller is dying (SIGKILL pending: its exit waits for the answer).
+// Why: the kernel sends one INTERRUPT for a waiting request on the first signal, a caught
+// SIGCHLD or SIGALRM included, and the mount answers EINTR. For most requests that is what the
+// caller expects of a slow system call; a close() that fails with EINTR is reported as a failed
+// close (cp, tar). So a FLUSH waiting for its file's early writes (async_write) ends early only
+// when its caller is dying: SIGKILL pending, or already exiting (a process killed inside write()
+// closes its files from its exit, with no signal left to send an INTERRUPT for), which the
+// channel looks at every tick.
 #pragma once
 
 #include <sys/types.h>
@@ -13,9 +15,13 @@
 
 namespace ringfs::frontend {
 
-// The text of /proc/<pid>/status has SIGKILL in its SigPnd or ShdPnd mask.
-bool KillPendingIn(std::string_view status);
-// /proc/<pid>/status says so; false when it cannot be read (the process is gone).
-bool CallerBeingKilled(pid_t pid);
+enum class CallerState { kAlive, kDying, kUnknown };
+
+// From the text of /proc/<tid>/stat: exiting (PF_EXITING), a zombie, or SIGKILL pending is
+// kDying; text that does not parse is kUnknown.
+CallerState CallerStateFromStat(std::string_view stat);
+// kUnknown for tid 0 (a caller outside the mount's pid namespace) or an unreadable file; kDying
+// when the thread is gone.
+CallerState CallerStateOf(pid_t tid);
 
 }  // namespace ringfs::frontend

@@ -218,6 +218,20 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   if (config_.async != nullptr && config_.async->writes()) {
     if (std::optional<Verdict> early = AcceptWithWrites(request, state, body)) return *early;
   }
+  if (config_.async != nullptr && request.opcode() == FUSE_RELEASE && channel_->CanDetach()) {
+    // Behind early changes of its file: answered now (the kernel does not wait for a RELEASE
+    // nor look at its answer) and sent once they are done. Waiting in its channel it would hold
+    // the kernel's request slot, and given up at its deadline leave the file open at the server.
+    if (const uint64_t gate = config_.async->NodeGate(request.header.nodeid); gate != 0) {
+      RecordSending(request);
+      iovec parts[2];
+      const int nparts = Parts(request, parts);
+      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, /*seq=*/0, gate,
+                               /*after=*/0);
+      CountForwarded(request, *state);
+      return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
+    }
+  }
   std::optional<LocalAnswer> local;
   if (!unlinks_owed) {
     local = AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,

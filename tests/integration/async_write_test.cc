@@ -242,6 +242,10 @@ TEST_P(AsyncWriteTest, CloseAndFsyncReportAWriteThatFailedAtTheServer) {
     const std::string name = use_fsync ? "small/g" : "small/f";
     int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << ErrnoName(errno);
+    // Another descriptor of the file: its close neither waits for the writes nor takes their
+    // error (it belongs to the descriptor that wrote).
+    int reader = ::open(Mnt(name).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(reader, 0) << ErrnoName(errno);
     // Early writes succeed; once a failure is known the file writes synchronously and the
     // server's error comes back at once.
     size_t written = 0;
@@ -258,6 +262,8 @@ TEST_P(AsyncWriteTest, CloseAndFsyncReportAWriteThatFailedAtTheServer) {
     if (write_error != 0) {
       EXPECT_EQ(write_error, ENOSPC) << ErrnoName(write_error);
     }
+    ASSERT_EQ(::fsync(reader), 0) << "another descriptor's fsync: " << ErrnoName(errno);
+    EXPECT_EQ(::close(reader), 0) << "another descriptor's close took the error";
     const int reported = use_fsync ? ::fsync(fd) : ::close(fd);
     const int reported_errno = errno;
     EXPECT_EQ(reported, -1) << (use_fsync ? "fsync" : "close") << " hid a failed write";
@@ -344,6 +350,7 @@ TEST_P(AsyncWriteTest, ACaughtSignalDoesNotFailTheCloseAndSigkillEndsIt) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ::sigaction(SIGUSR1, &action, nullptr);  // caught: the close must not end for it
     if (WriteAll(g, data) != 0) ::_exit(1);
     (void)!::write(ready[1], "w", 1);
     ::close(g);
@@ -354,9 +361,13 @@ TEST_P(AsyncWriteTest, ACaughtSignalDoesNotFailTheCloseAndSigkillEndsIt) {
   const bool wrote = ::read(ready[0], &step, 1) == 1;
   ::close(ready[0]);
   std::this_thread::sleep_for(milliseconds(200));  // into its close
+  // The kernel's one INTERRUPT goes for the caught signal; the SIGKILL after it sends none.
+  ::kill(child, SIGUSR1);
+  std::this_thread::sleep_for(milliseconds(300));
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, WNOHANG), 0) << "the close ended for a caught signal";
   const auto killed = Clock::now();
   ::kill(child, SIGKILL);
-  int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_LT(Clock::now() - killed, seconds(3)) << "the dying caller's close was not ended";
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << DescribeWaitStatus(status);
@@ -468,6 +479,27 @@ TEST_P(AsyncWriteTest, WritesAnsweredBeforeAKillRunOnTheRestartedServer) {
   for (int i = 0; i < kFiles; ++i) {
     EXPECT_TRUE(ReadFile(Exp("f" + std::to_string(i))) == data[i]) << "f" << i << " on the export";
   }
+  EXPECT_EQ(StatAtLeast("async_write_failures", 0), 0u);
+}
+
+// The close timed out (the server stopped), so the kernel released the file with its writes
+// still owed; the server is then killed and restarted: the file is re-opened there (its RELEASE
+// had not run), the writes run, then the RELEASE.
+TEST_P(AsyncWriteTimeoutTest, WritesOwedAfterATimedOutCloseRunOnARestartedServer) {
+  const std::string data = Pattern(300000, 6);
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  ASSERT_EQ(WriteAll(fd, data), 0);
+  EXPECT_EQ(::close(fd), -1);
+  EXPECT_EQ(errno, ETIMEDOUT) << ErrnoName(errno);
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_TRUE(env_->RestartServer());
+  const auto deadline = Clock::now() + seconds(15);
+  while (ReadFile(Exp("f")) != data && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_TRUE(ReadFile(Exp("f")) == data) << "the writes were lost\n" << env_->DescribeLogs();
   EXPECT_EQ(StatAtLeast("async_write_failures", 0), 0u);
 }
 
