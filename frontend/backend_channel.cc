@@ -248,10 +248,12 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   r.header.len = static_cast<uint32_t>(r.frame_bytes);
   r.gate = reply.gate;
   const uint32_t slot = reply.slot;
-  // A RELEASE behind early changes (detached) ends its fh in the ledger once it ran: until then
-  // a new server instance must get the file re-opened, for the writes it waits for.
-  if (config_.ledger != nullptr && r.iovcnt > 1 &&
-      !(IsDetached(slot) && header.opcode == FUSE_RELEASE)) {
+  // A RELEASE behind early changes (detached, or gated when no detached record was free) ends
+  // its fh in the ledger once it ended (Answer): until then a new server instance must get the
+  // file re-opened, for the writes it waits for. It has no deadline either: given up unsent it
+  // would leave the file open at the server.
+  r.release_behind_changes = header.opcode == FUSE_RELEASE && (IsDetached(slot) || reply.gate != 0);
+  if (config_.ledger != nullptr && r.iovcnt > 1 && !r.release_behind_changes) {
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
   r.xattr_ticket = 0;
@@ -270,7 +272,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   }
   // A detached record has no deadline: it would open the gate of what follows it while the
   // server may still run it (those requests have their own deadlines), and drop it unsent.
-  if (config_.request_timeout.count() > 0 && !IsDetached(slot)) {
+  if (config_.request_timeout.count() > 0 && !IsDetached(slot) && !r.release_behind_changes) {
     r.deadline_ns = received_ns + Ms(config_.request_timeout);
   }
   by_unique_[r.unique] = slot;
@@ -1111,8 +1113,9 @@ void BackendChannel::OnTick() {
     if (now - oldest > kDetachedOwedWarnNs) {
       owed_warned_ns_ = now;
       RINGFS_LOG_WARN(
-          "queue %u: %u unlinks, attribute changes or writes answered early are still not "
-          "answered by %s, the oldest after %.0f s; the requests that follow them wait",
+          "queue %u: %u requests answered early (unlinks, attribute changes, writes, releases) "
+          "are still not answered by %s, the oldest after %.0f s; the requests that follow them "
+          "wait",
           config_.queue, detached_live_, config_.address.text, (now - oldest) / 1e9);
     }
   }
@@ -1210,6 +1213,10 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     return;
   }
   --live_;
+  if (r.release_behind_changes && config_.ledger != nullptr && r.iovcnt > 1) {
+    // Whatever the answer: the kernel released the fh (Submit).
+    config_.ledger->OnRequest(r.header, r.iov[1].iov_base, r.iov[1].iov_len);
+  }
   if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
   r.xattr_ticket = 0;
   if (r.change) {
@@ -1298,10 +1305,7 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
     }
     d.merged.clear();
   } else if (r.header.opcode == FUSE_RELEASE) {
-    // Whatever the answer (the kernel never looks at it, Forwarder::Accept): the fh is gone.
-    if (config_.ledger != nullptr && r.iovcnt > 1) {
-      config_.ledger->OnRequest(r.header, r.iov[1].iov_base, r.iov[1].iov_len);
-    }
+    // Nothing more (Answer ended its fh): the kernel never looks at its answer.
   } else if (r.header.opcode == FUSE_WRITE) {
     fuse_write_in in{};
     std::memcpy(&in, d.frame.data(), std::min(sizeof(in), d.frame.size()));
@@ -1421,15 +1425,15 @@ bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
   if (*deadline_ns == 0) {
     *deadline_ns = now + kDetachedDrainNs;
     RINGFS_LOG_INFO(
-        "queue %u: the mount ended with %u unlinks, attribute changes or writes answered early "
-        "not yet answered by the server; waiting for them",
+        "queue %u: the mount ended with %u requests answered early (unlinks, attribute changes, "
+        "writes, releases) not yet answered by the server; waiting for them",
         config_.queue, detached_live_);
     return true;
   }
   if (now < *deadline_ns) return true;
   RINGFS_LOG_ERROR(
-      "queue %u: %u unlinks, attribute changes or writes answered early were not answered by "
-      "the server within %llu s of the mount's end; they may not have run",
+      "queue %u: %u requests answered early (unlinks, attribute changes, writes, releases) were "
+      "not answered by the server within %llu s of the mount's end; they may not have run",
       config_.queue, detached_live_,
       static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
   return false;

@@ -237,6 +237,7 @@ class BackendChannel {
     iovec iov[4]{};
     bool held = false;  // answered while still in the outstanding SENDMSG
     bool interrupted = false;  // a local record's INTERRUPT came (EndDyingLocals)
+    bool release_behind_changes = false;  // a RELEASE behind early changes of its file (Submit)
     int held_error = 0;
     size_t held_body = 0;
     uint64_t dir_ticket = 0;    // a MKDIR or LOOKUP: CompleteDirs' ticket

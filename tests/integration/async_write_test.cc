@@ -378,6 +378,28 @@ TEST_P(AsyncWriteTest, ACaughtSignalDoesNotFailTheCloseAndSigkillEndsIt) {
   EXPECT_TRUE(ReadFile(Exp("g")) == data);
 }
 
+// A process that exits without closing its file: its exit closes it as close() does, and waits
+// for the writes (as on NFS), so they are on the server when its parent's wait returns.
+TEST_P(AsyncWriteTest, AnExitWaitsForTheWritesAsACloseDoes) {
+  const std::string data = Pattern(300000, 8);
+  int fd = ::open(Mnt("f").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::_exit(WriteAll(fd, data) == 0 ? 0 : 1);  // no close: the exit closes it
+  }
+  std::this_thread::sleep_for(milliseconds(600));
+  int status = 0;
+  EXPECT_EQ(::waitpid(child, &status, WNOHANG), 0) << "the exit did not wait for the writes";
+  env_->server_process()->Signal(SIGCONT);
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeWaitStatus(status);
+  EXPECT_TRUE(ReadFile(Exp("f")) == data) << "the parent's wait returned before the writes ran";
+  EXPECT_EQ(::close(fd), 0) << ErrnoName(errno);
+}
+
 class AsyncWriteTimeoutTest : public AsyncWriteTest {
  protected:
   MountOptions Options() const override {
