@@ -309,7 +309,11 @@ int AsyncRemovals::TakeWriteError(uint64_t fh) {
 }
 
 void AsyncRemovals::Released(uint64_t fh) {
-  if (!writes_) return;
+  // An open file is only held with writes outstanding or an error: no lock for every close.
+  if (!writes_ || (errors_held_.load(std::memory_order_acquire) == 0 &&
+                   lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX)) {
+    return;
+  }
   absl::MutexLock lock(&mu_);
   if (open_files_.contains(fh)) ClearErrorLocked(fh, /*released=*/true);
 }

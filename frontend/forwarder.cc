@@ -223,12 +223,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     // nor look at its answer) and sent once they are done. Waiting in its channel it would hold
     // the kernel's request slot, and given up at its deadline leave the file open at the server.
     if (const uint64_t gate = config_.async->NodeGate(request.header.nodeid); gate != 0) {
-      RecordSending(request);
-      iovec parts[2];
-      const int nparts = Parts(request, parts);
-      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, /*seq=*/0, gate,
-                               /*after=*/0);
-      CountForwarded(request, *state);
+      Detach(request, *state, /*seq=*/0, gate, /*after=*/0);
       return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }
   }
@@ -253,13 +248,8 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     if (std::optional<AsyncRemovals::EarlySetattr> early =
             config_.async->BeginSetattr(request.header.nodeid, request.Struct<fuse_setattr_in>(),
                                         state->received_ns, now_real)) {
-      RecordSending(request, /*early_setattr=*/true);
-      iovec parts[2];
-      const int nparts = Parts(request, parts);
       // Behind the same node's last early SETATTR, or folded into it.
-      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, early->seq,
-                               early->after, early->after);
-      CountForwarded(request, *state);
+      Detach(request, *state, early->seq, early->after, early->after, /*early_setattr=*/true);
       std::memcpy(body, &early->answer, sizeof(early->answer));
       return Answer(request, state, 0, sizeof(early->answer), ReplyOrigin::kLocal);
     }
@@ -268,11 +258,7 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   if (config_.async != nullptr && request.opcode() == FUSE_UNLINK && channel_->CanDetach() &&
       config_.async->Passed(config_.async->NamesGate())) {
     if (uint64_t seq = config_.async->Begin(request.header.nodeid, state->received_ns)) {
-      RecordSending(request);
-      iovec parts[2];
-      const int nparts = Parts(request, parts);
-      channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, seq, 0, 0);
-      CountForwarded(request, *state);
+      Detach(request, *state, seq, /*gate=*/0, /*after=*/0);
       return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }
   }
@@ -302,12 +288,7 @@ std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
   std::optional<AsyncRemovals::EarlyWrite> early =
       config_.async->BeginWrite(node, in.fh, in.offset, in.size);
   if (!early) return std::nullopt;
-  RecordSending(request);
-  iovec parts[2];
-  const int nparts = Parts(request, parts);
-  channel_->SubmitDetached(request.header, parts, nparts, state->received_ns, early->seq,
-                           early->gate, /*after=*/0);
-  CountForwarded(request, *state);
+  Detach(request, *state, early->seq, early->gate, /*after=*/0);
   fuse_write_out out{};
   out.size = in.size;
   std::memcpy(body, &out, sizeof(out));
@@ -352,6 +333,15 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   ++inflight_;
   state->sent_ns = config_.clock();
   CountForwarded(request, *state);
+}
+
+void Forwarder::Detach(const KernelRequest& request, const RequestState& state, uint64_t seq,
+                       uint64_t gate, uint64_t after, bool early_setattr) {
+  RecordSending(request, early_setattr);
+  iovec parts[2];
+  const int nparts = Parts(request, parts);
+  channel_->SubmitDetached(request.header, parts, nparts, state.received_ns, seq, gate, after);
+  CountForwarded(request, state);
 }
 
 void Forwarder::CountForwarded(const KernelRequest& request, const RequestState& state) {

@@ -142,6 +142,10 @@ class Forwarder {
  private:
   Verdict Answer(const KernelRequest& request, RequestState* state, int error, size_t body_size,
                  ReplyOrigin origin);
+  // A request the mount answers itself goes to the server as a detached record of the channel
+  // (BackendChannel::SubmitDetached: `seq`, `gate`, `after`), counted as forwarded.
+  void Detach(const KernelRequest& request, const RequestState& state, uint64_t seq, uint64_t gate,
+              uint64_t after, bool early_setattr = false);
   // With async_write: a WRITE answered early, or a FLUSH answered now or sent to wait for the
   // file's early writes (kForward); nullopt for anything else.
   std::optional<Verdict> AcceptWithWrites(const KernelRequest& request, RequestState* state,
