@@ -25,11 +25,13 @@ void AdjustOpenReply(uint32_t opcode, const void* op_in, size_t op_in_size, char
   } else {
     return;
   }
-  if ((flags & O_ACCMODE) != O_WRONLY) return;
-  if (body_size < open_out_at + sizeof(fuse_open_out)) return;
+  uint32_t add = 0;
+  if ((flags & O_ACCMODE) == O_WRONLY) add = FOPEN_DIRECT_IO;
+  if ((flags & O_ACCMODE) == O_RDONLY) add = FOPEN_NOFLUSH;
+  if (add == 0 || body_size < open_out_at + sizeof(fuse_open_out)) return;
   fuse_open_out out;
   std::memcpy(&out, body + open_out_at, sizeof(out));
-  out.open_flags |= FOPEN_DIRECT_IO;
+  out.open_flags |= add;
   std::memcpy(body + open_out_at, &out, sizeof(out));
 }
 

@@ -1,6 +1,6 @@
 // What ringfs-mount changes in the server's answer to OPEN and CREATE before the kernel sees it:
 // a file opened write-only gets FOPEN_DIRECT_IO, unless the mount caches writes
-// (writeback_cache).
+// (writeback_cache); a file opened read-only gets FOPEN_NOFLUSH.
 // Why: without a write cache the kernel writes through its page cache page by page, and a
 // write() that starts inside a page it has not read (the second 10 KiB record tar writes, say)
 // is cut there: the rest of that page goes to the server as a WRITE of its own. tar sent 2.65
@@ -10,6 +10,14 @@
 // nothing that relies on its pages is lost; readers through other descriptors keep their cache,
 // and the kernel drops the pages a direct write covers before it sends it (fuse_direct_io). Files
 // opened for reading and writing keep the page cache, as before.
+// Why FOPEN_NOFLUSH on read-only opens: a FLUSH is what a close waits on for the writes through
+// its descriptor (async_write answers writes before the server ran them; FLUSH waits for them).
+// Since the kernel keeps sending FLUSH for that, every close of a file opened for reading cost a
+// ring round trip for nothing: such a descriptor writes nothing, dirties no page (a shared
+// writable mapping needs write access) and holds no lock the server knows of (no
+// FUSE_POSIX_LOCKS). The kernel then skips the whole flush of that close, which only ever wrote
+// back what other descriptors had dirtied. Opens for writing keep it, whatever their flags now:
+// fcntl can clear O_APPEND or O_DIRECT later, never the access mode.
 #pragma once
 
 #include <cstddef>

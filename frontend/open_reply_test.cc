@@ -1,4 +1,5 @@
-// AdjustOpenReply: write-only opens get FOPEN_DIRECT_IO, nothing else changes.
+// AdjustOpenReply: write-only opens get FOPEN_DIRECT_IO, read-only ones FOPEN_NOFLUSH, nothing
+// else changes.
 #include "frontend/open_reply.h"
 
 #include <fcntl.h>
@@ -15,7 +16,7 @@ uint32_t OpenFlagsAfter(uint32_t opcode, uint32_t flags) {
   const size_t at = opcode == FUSE_CREATE ? sizeof(fuse_entry_out) : 0;
   fuse_open_out out{};
   out.fh = 77;
-  out.open_flags = FOPEN_NOFLUSH;  // whatever the server set stays
+  out.open_flags = FOPEN_KEEP_CACHE;  // whatever the server set stays
   std::memcpy(body + at, &out, sizeof(out));
   if (opcode == FUSE_CREATE) {
     fuse_create_in in{};
@@ -33,9 +34,18 @@ uint32_t OpenFlagsAfter(uint32_t opcode, uint32_t flags) {
 
 TEST(OpenReplyTest, WriteOnlyOpensBypassThePageCache) {
   for (uint32_t opcode : {FUSE_OPEN, FUSE_CREATE}) {
-    EXPECT_EQ(OpenFlagsAfter(opcode, O_WRONLY | O_APPEND), FOPEN_NOFLUSH | FOPEN_DIRECT_IO);
-    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDONLY), FOPEN_NOFLUSH);
-    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDWR | O_TRUNC), FOPEN_NOFLUSH);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_WRONLY | O_APPEND), FOPEN_KEEP_CACHE | FOPEN_DIRECT_IO);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDWR | O_TRUNC), FOPEN_KEEP_CACHE);
+  }
+}
+
+TEST(OpenReplyTest, ReadOnlyOpensAreNotFlushedAtClose) {
+  for (uint32_t opcode : {FUSE_OPEN, FUSE_CREATE}) {
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDONLY), FOPEN_KEEP_CACHE | FOPEN_NOFLUSH);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDONLY | O_NOATIME), FOPEN_KEEP_CACHE | FOPEN_NOFLUSH);
+    // Writes through it may be answered early (async_write): its close must wait for them.
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_WRONLY) & FOPEN_NOFLUSH, 0u);
+    EXPECT_EQ(OpenFlagsAfter(opcode, O_RDWR) & FOPEN_NOFLUSH, 0u);
   }
 }
 

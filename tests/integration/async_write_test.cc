@@ -309,6 +309,46 @@ TEST_P(AsyncWriteTest, AnotherDescriptorsCloseNeitherWaitsNorTakesTheError) {
   EXPECT_TRUE(ReadFile(Exp("f")) == data);
 }
 
+// A close of a file opened read-only sends no FLUSH (FOPEN_NOFLUSH): with the option the kernel
+// would send one per close, a ring round trip each. A close of one opened for writing still does,
+// which also shows the count below sees FLUSHes.
+TEST_P(AsyncWriteTest, AReadOnlyCloseSendsNoFlush) {
+  ASSERT_EQ(WriteFile(Mnt("r"), "data"), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(Mnt("r").c_str(), &st), 0);
+  // Kernel requests the mount has taken, once they stopped coming (RELEASE goes in the
+  // background after close returns); the stats file is rewritten every 200 ms.
+  auto settled_requests = [&] {
+    uint64_t last = ~0ull;
+    for (int i = 0; i < 20; ++i) {
+      Stats stats = env_->ReadStats();
+      uint64_t now = 0;
+      for (const char* key : {"ring_requests", "devfuse_requests"}) {
+        if (!stats[key].empty()) now += std::stoull(stats[key]);
+      }
+      if (now == last) return now;
+      last = now;
+      std::this_thread::sleep_for(milliseconds(500));
+    }
+    return last;
+  };
+  constexpr uint64_t kCycles = 200;
+  auto open_close = [&](int flags) {
+    const uint64_t before = settled_requests();
+    for (uint64_t i = 0; i < kCycles; ++i) {
+      int fd = ::open(Mnt("r").c_str(), flags | O_CLOEXEC);
+      EXPECT_GE(fd, 0) << ErrnoName(errno);
+      if (fd >= 0) EXPECT_EQ(::close(fd), 0) << ErrnoName(errno);
+    }
+    return settled_requests() - before;
+  };
+  const uint64_t read_only = open_close(O_RDONLY);
+  const uint64_t write_only = open_close(O_WRONLY);
+  EXPECT_GE(read_only, 2 * kCycles) << "OPEN and RELEASE";
+  EXPECT_LE(read_only, 2 * kCycles + kCycles / 10) << "OPEN and RELEASE only, no FLUSH";
+  EXPECT_GE(write_only, 3 * kCycles) << "OPEN, FLUSH and RELEASE";
+}
+
 // A close waiting for its writes is not failed by a caught signal (EINTR would read as a failed
 // close to cp or tar), but a SIGKILL ends it at once: the process dies while the server is
 // stopped.
