@@ -109,6 +109,9 @@ bool IndependentOfUnlinks(uint32_t opcode) {
     case FUSE_RELEASE:
     case FUSE_RELEASEDIR:
     case FUSE_LSEEK:
+    // Opens the directory and nothing else: the server reads its names at the first READDIR,
+    // which waits.
+    case FUSE_OPENDIR:
       return true;
     default:
       return false;

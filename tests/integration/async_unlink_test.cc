@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
@@ -102,6 +103,33 @@ TEST_P(AsyncUnlinkTest, WhatFollowsAnUnlinkSeesTheNameGone) {
   EXPECT_NE(::access(Exp("d").c_str(), F_OK), 0) << "the directory is still on the export";
   EXPECT_GE(StatAtLeast("async_unlinks", kFiles), static_cast<uint64_t>(kFiles))
       << "unlinks were not answered early";
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
+}
+
+// A directory opened right after unlinks in it (rm -rf's walk: the OPENDIR no longer waits for
+// them, only the READDIR does) lists none of the names removed, from either CPU.
+TEST_P(AsyncUnlinkTest, ADirectoryListedRightAfterUnlinksShowsNoneOfThem) {
+  for (int round = 0; round < 40; ++round) {
+    const std::string dir = "d" + std::to_string(round);
+    ASSERT_EQ(::mkdir(Mnt(dir).c_str(), 0755), 0) << ErrnoName(errno);
+    for (int i = 0; i < 20; ++i) Create(Mnt(dir + "/f" + std::to_string(i)));
+    if (round % 2 == 0) Create(Mnt(dir + "/kept"));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(::unlink(Mnt(dir + "/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+    }
+    std::set<std::string> expected;
+    if (round % 2 == 0) expected.insert("kept");
+    std::set<std::string> listed;
+    std::thread other([&] {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(round % 2, &one);
+      ::sched_setaffinity(0, sizeof(one), &one);  // either queue, whatever the unlinks took
+      listed = List(Mnt(dir));
+    });
+    other.join();
+    EXPECT_EQ(listed, expected) << dir;
+  }
   EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
 }
 
