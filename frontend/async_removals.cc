@@ -310,8 +310,11 @@ int AsyncRemovals::TakeWriteError(uint64_t fh) {
 
 void AsyncRemovals::Released(uint64_t fh) {
   // An open file is only held with writes outstanding or an error: no lock for every close.
-  if (!writes_ || (errors_held_.load(std::memory_order_acquire) == 0 &&
-                   lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX)) {
+  // In this order: EndWrite stores an error before the end of the last write outstanding, so
+  // once that end is seen, so is the error.
+  if (!writes_) return;
+  if (lowest_outstanding_.load(std::memory_order_acquire) == UINT64_MAX &&
+      errors_held_.load(std::memory_order_acquire) == 0) {
     return;
   }
   absl::MutexLock lock(&mu_);

@@ -1420,22 +1420,36 @@ void BackendChannel::FailedWrite(const Record& r, const fuse_write_in& in, uint3
 }
 
 bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
-  if (detached_live_ == 0) return false;
+  if (*deadline_ns == kDrainOver) return false;
+  // RELEASEs behind early changes that found no detached record free wait like those records.
+  std::vector<uint32_t> releases;
+  if (live_ > 0) {
+    for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+      const Record* r = records_[slot].get();
+      if (r != nullptr && r->stage != Stage::kFree && !r->held && r->release_behind_changes &&
+          !IsDetached(slot)) {
+        releases.push_back(slot);
+      }
+    }
+  }
+  if (detached_live_ == 0 && releases.empty()) return false;
   const uint64_t now = MonotonicNs();
   if (*deadline_ns == 0) {
     *deadline_ns = now + kDetachedDrainNs;
     RINGFS_LOG_INFO(
-        "queue %u: the mount ended with %u requests answered early (unlinks, attribute changes, "
+        "queue %u: the mount ended with %zu requests answered early (unlinks, attribute changes, "
         "writes, releases) not yet answered by the server; waiting for them",
-        config_.queue, detached_live_);
+        config_.queue, detached_live_ + releases.size());
     return true;
   }
   if (now < *deadline_ns) return true;
   RINGFS_LOG_ERROR(
-      "queue %u: %u requests answered early (unlinks, attribute changes, writes, releases) were "
+      "queue %u: %zu requests answered early (unlinks, attribute changes, writes, releases) were "
       "not answered by the server within %llu s of the mount's end; they may not have run",
-      config_.queue, detached_live_,
+      config_.queue, detached_live_ + releases.size(),
       static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
+  for (uint32_t slot : releases) End(slot, ETIMEDOUT, ReplyOrigin::kTimeout);
+  *deadline_ns = kDrainOver;
   return false;
 }
 

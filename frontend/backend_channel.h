@@ -176,8 +176,10 @@ class BackendChannel {
   // Times another channel's answered unlink woke this one (AsyncRemovals::WakeAtNextEnd).
   uint64_t gate_wakes() const { return gate_wakes_; }
   // The mount ended: whether its worker should keep running for the detached records still
-  // owed to the server, for at most kDetachedDrain from the first call (`*deadline_ns`, 0 before
-  // it); past that they are given up, logged.
+  // owed to the server, and for the RELEASEs waiting behind early changes without one (no
+  // deadline either: they hold a /dev/fuse slot or ring entry), for at most kDetachedDrain from
+  // the first call (`*deadline_ns`, 0 before it). Past that they are given up, logged, and those
+  // RELEASEs ended, which gives their slots back; false from then on.
   bool KeepForDetached(uint64_t* deadline_ns);
 
   void OnCompletion(uint64_t user_data, int res);
@@ -284,6 +286,7 @@ class BackendChannel {
   // A detached record's copy of its frame keeps no more room than this once answered.
   static constexpr size_t kKeptFrameBytes = 64 << 10;
   static constexpr uint64_t kDetachedDrainNs = 30'000'000'000;
+  static constexpr uint64_t kDrainOver = ~0ull;  // KeepForDetached gave up
   // Detached records owed longer than this are logged (again at most this often).
   static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
   // Detached records are sent kDetachedBatch at a time, or kDetachedBatchNs after the first

@@ -1,5 +1,6 @@
 #include "frontend/devfuse_worker.h"
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
@@ -83,8 +84,26 @@ void DevFuseWorker::PostRead(uint32_t slot) {
 
 void DevFuseWorker::Loop() {
   uint64_t stop_deadline_ns = 0;
-  // Unlinks answered early go to the server before the mount's end lets the worker go.
-  while (alive_slots_ > 0 || backend_->KeepForDetached(&stop_deadline_ns)) {
+  // Requests answered early go to the server before the mount's end lets the worker go. Once
+  // the connection ended (a read saw ENODEV) that wait starts even while slots are alive: a
+  // RELEASE waiting behind early changes keeps its slot until KeepForDetached ends it.
+  uint64_t looked_ns = 0;
+  for (;;) {
+    if (!connection_ended_ && alive_slots_ > 0) {
+      // Every slot may hold a request, none reading: the end shows as POLLERR (looked at
+      // about every tick of the channel, which wakes this loop).
+      const uint64_t now = MonotonicNs();
+      if (now - looked_ns >= kLookNs) {
+        looked_ns = now;
+        pollfd device{config_.fuse_fd.get(), 0, 0};
+        if (poll(&device, 1, 0) == 1 && (device.revents & (POLLERR | POLLNVAL)) != 0) {
+          connection_ended_ = true;
+        }
+      }
+    }
+    const bool keep =
+        (alive_slots_ == 0 || connection_ended_) && backend_->KeepForDetached(&stop_deadline_ns);
+    if (alive_slots_ == 0 && !keep) break;
     int rc = io_uring_submit_and_wait(&ring_, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       RINGFS_LOG_ERROR("%s worker: io_uring_submit_and_wait: %s", config_.role,
@@ -123,6 +142,7 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     if (res != -ENODEV) {
       RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s", config_.role, std::strerror(-res));
     }
+    connection_ended_ = true;
     slot_alive_[slot] = false;
     --alive_slots_;
     return;

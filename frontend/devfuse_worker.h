@@ -75,6 +75,8 @@ class DevFuseWorker : public ReplySink {
   };
   std::vector<Slot> slots_;
   uint32_t alive_slots_ = 0;
+  bool connection_ended_ = false;  // a read of /dev/fuse failed for good (ENODEV: unmounted)
+  static constexpr uint64_t kLookNs = 100'000'000;  // how often Loop polls for the end
   std::thread thread_;
   std::atomic<bool> finished_{false};
 };

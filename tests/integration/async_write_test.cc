@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -565,8 +566,50 @@ TEST_P(AsyncWriteTimeoutTest, WritesOwedAfterATimedOutCloseRunOnARestartedServer
   EXPECT_EQ(StatAtLeast("async_write_failures", 0), 0u);
 }
 
+// With every detached record of a queue taken by writes the server has not run, the RELEASE of
+// a file closed meanwhile waits in its channel behind them, with no deadline. The server then
+// dies for good and the mount ends: ringfs-mount waits 30 s for what it owes, then gives those
+// RELEASEs up too and exits. Over /dev/fuse such a RELEASE held its slot, and the worker waited
+// for that slot for ever. (The ring's workers always left at the end of the 30 s.)
+class AsyncWriteDrainTest : public AsyncWriteTimeoutTest {};
+
+TEST_P(AsyncWriteDrainTest, TheMountsEndGivesUpAReleaseBehindWritesOfAServerGoneForGood) {
+  constexpr int kFiles = 160;
+  std::vector<int> fds;
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(Mnt("f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    fds.push_back(fd);
+  }
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  // Past 64 owed on a queue a write waits for the server again (ETIMEDOUT after 2 s): every
+  // queue's records are taken once two writes waited.
+  int waited = 0;
+  for (int i = 0; i < kFiles && waited < 2; ++i) {
+    const auto start = Clock::now();
+    (void)::write(fds[i], "x", 1);
+    if (Clock::now() - start > milliseconds(1500)) ++waited;
+  }
+  ASSERT_EQ(waited, 2) << "writes were never refused an early answer";
+  // Each close waits for its writes until timeout=, then its RELEASE comes, behind them.
+  std::vector<std::thread> closers;
+  for (int fd : fds) closers.emplace_back([fd] { ::close(fd); });
+  for (std::thread& t : closers) t.join();
+  ASSERT_TRUE(env_->KillServer());
+  env_->mount_process()->Signal(SIGTERM);
+  const auto unmounted = Clock::now() + seconds(10);
+  while (IsMounted(env_->mount_dir()) && Clock::now() < unmounted) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(IsMounted(env_->mount_dir()));
+  std::optional<int> status = env_->mount_process()->WaitExit(seconds(50));
+  ASSERT_TRUE(status.has_value()) << "the mount still runs 50 s after its end";
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(AsyncWriteTest);
 RINGFS_INSTANTIATE_TRANSPORTS(AsyncWriteTimeoutTest);
+INSTANTIATE_TEST_SUITE_P(Classic, AsyncWriteDrainTest, ::testing::Values("classic"),
+                         ::ringfs::testing::TransportName);
 
 }  // namespace
 }  // namespace ringfs::testing
