@@ -1449,6 +1449,7 @@ bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
       config_.queue, detached_live_ + releases.size(),
       static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
   for (uint32_t slot : releases) End(slot, ETIMEDOUT, ReplyOrigin::kTimeout);
+  timeouts_ += releases.size();
   *deadline_ns = kDrainOver;
   return false;
 }

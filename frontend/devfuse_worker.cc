@@ -142,7 +142,8 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     if (res != -ENODEV) {
       RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s", config_.role, std::strerror(-res));
     }
-    connection_ended_ = true;
+    // Unmounted or aborted (fusectl): the end of the mount, not just of this slot.
+    if (res == -ENODEV || res == -ECONNABORTED) connection_ended_ = true;
     slot_alive_[slot] = false;
     --alive_slots_;
     return;
