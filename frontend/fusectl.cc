@@ -1,5 +1,6 @@
 #include "frontend/fusectl.h"
 
+#include <poll.h>
 #include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -25,7 +26,13 @@ std::string KnobPath(dev_t device, const char* knob) {
   return absl::StrFormat("%s/%u/%s", kControlDir, minor(device), knob);
 }
 
+absl::Status CheckDevice(dev_t device) {
+  if (device == 0) return absl::FailedPreconditionError("the FUSE connection has ended");
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint32_t> ReadKnob(dev_t device, const char* knob) {
+  RETURN_IF_ERROR(CheckDevice(device));
   std::ifstream in(KnobPath(device, knob));
   std::string text;
   if (!(in >> text)) return ErrnoError(ENOENT, absl::StrFormat("read %s", KnobPath(device, knob)));
@@ -37,6 +44,7 @@ absl::StatusOr<uint32_t> ReadKnob(dev_t device, const char* knob) {
 }
 
 absl::Status WriteKnob(dev_t device, const char* knob, const std::string& value) {
+  RETURN_IF_ERROR(CheckDevice(device));
   std::string path = KnobPath(device, knob);
   FILE* file = fopen(path.c_str(), "w");
   if (file == nullptr) return ErrnoError(errno, absl::StrFormat("open %s", path));
@@ -89,8 +97,15 @@ absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device,
 }
 
 absl::Status AbortConnection(dev_t device) {
+  RETURN_IF_ERROR(CheckDevice(device));
   RETURN_IF_ERROR(EnsureFusectlMounted());
   return WriteKnob(device, "abort", "1");
+}
+
+bool ConnectionAlive(int fuse_fd) {
+  // /dev/fuse polls POLLERR once the connection is gone (events 0: nothing else is asked).
+  pollfd device{fuse_fd, 0, 0};
+  return poll(&device, 1, 0) == 0 || (device.revents & (POLLERR | POLLNVAL | POLLHUP)) == 0;
 }
 
 }  // namespace ringfs::frontend

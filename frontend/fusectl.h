@@ -32,4 +32,10 @@ absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device,
 // Ends the connection at once: every pending request fails with ECONNABORTED.
 absl::Status AbortConnection(dev_t device);
 
+// Whether the connection behind a /dev/fuse descriptor is still there. Once it ended (unmounted
+// or aborted) its device number, the fusectl id above, is free for the next FUSE mount: a knob
+// written by that number then changes, or aborts, another mount. Device 0 is never a mount's;
+// the functions above refuse it.
+bool ConnectionAlive(int fuse_fd);
+
 }  // namespace ringfs::frontend

@@ -375,9 +375,17 @@ absl::Status MountSession::ProbeMount() {
   return absl::OkStatus();
 }
 
+dev_t MountSession::device() const {
+  return device_ != 0 && fuse_fd_.valid() && ConnectionAlive(fuse_fd_.get()) ? device_ : 0;
+}
+
 void MountSession::AbortConnection() {
-  if (device_ == 0) return;
-  if (absl::Status status = frontend::AbortConnection(device_); !status.ok()) {
+  const dev_t device = this->device();
+  if (device == 0) {
+    if (device_ != 0) RINGFS_LOG_INFO("the FUSE connection has ended already: nothing to abort");
+    return;
+  }
+  if (absl::Status status = frontend::AbortConnection(device); !status.ok()) {
     RINGFS_LOG_ERROR("cannot abort the FUSE connection: %s", status.ToString());
   }
 }

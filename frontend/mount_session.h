@@ -62,8 +62,9 @@ class MountSession {
   // may call it once Start() returned (the set of workers is fixed from then on).
   StatsSnapshot Snapshot() const;
   MountDescription description() const;
-  // The mount's device number (fusectl connection id = its minor); 0 before Start().
-  dev_t device() const { return device_; }
+  // The mount's device number (fusectl connection id = its minor); 0 before Start() and once
+  // the connection ended: the number may be another mount's by then (ConnectionAlive).
+  dev_t device() const;
 
  private:
   absl::Status Negotiate();

@@ -8,11 +8,14 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -20,6 +23,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/harness/ringfs_test.h"
 
@@ -194,6 +198,74 @@ TEST_P(AsyncUnlinkTest, TheMountsEndWaitsForUnlinksOwed) {
   EXPECT_EQ(*status, 0) << DescribeWaitStatus(*status);
   EXPECT_TRUE(List(Exp("d")).empty()) << List(Exp("d")).size() << " files left on the export\n"
                                       << env_->DescribeLogs();
+}
+
+// A second SIGTERM once the connection ended (the mount is gone, ringfs-mount still owes early
+// unlinks to a stopped server) aborts nothing: the connection's number, its fusectl id, may be
+// another FUSE mount's by then. Here it is, on purpose: tmpfs mounts take the lower free numbers
+// so that the next FUSE mount, one nobody serves, gets the number this mount had. (Over the
+// ring the signal is not looked at then; over /dev/fuse it aborted that other mount.)
+TEST_P(AsyncUnlinkTest, ASecondSignalAfterTheEndAbortsNoOtherMount) {
+  struct stat st {};
+  ASSERT_EQ(::stat(env_->mount_dir().c_str(), &st), 0);
+  const unsigned ours = minor(st.st_dev);
+  ASSERT_NO_FATAL_FAILURE(UnlinkWhileTheServerIsStopped(5));
+  env_->mount_process()->Signal(SIGTERM);
+  const auto unmounted = Clock::now() + seconds(10);
+  while (IsMounted(env_->mount_dir()) && Clock::now() < unmounted) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(IsMounted(env_->mount_dir()));
+  ASSERT_TRUE(env_->mount_process()->Running()) << "the mount left with unlinks owed";
+
+  const std::string scratch = env_->mount_dir() + "-numbers";
+  ASSERT_EQ(::mkdir(scratch.c_str(), 0755), 0) << ErrnoName(errno);
+  struct Mounts {
+    std::vector<std::string> dirs;
+    int fuse_fd = -1;
+    ~Mounts() {
+      for (auto it = dirs.rbegin(); it != dirs.rend(); ++it) ::umount2(it->c_str(), MNT_DETACH);
+      if (fuse_fd >= 0) ::close(fuse_fd);  // the last descriptor: its connection ends
+    }
+  } mounts;
+  bool freed = false;
+  for (int i = 0; i < 256 && !freed; ++i) {
+    const std::string dir = scratch + "/" + std::to_string(i);
+    ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0) << ErrnoName(errno);
+    ASSERT_EQ(::mount("ringfs-it-number", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "size=4k"), 0)
+        << ErrnoName(errno);
+    std::optional<MountEntry> entry = FindMount(dir);
+    ASSERT_TRUE(entry.has_value());
+    if (entry->dev_minor == ours) {
+      ASSERT_EQ(::umount2(dir.c_str(), MNT_DETACH), 0);
+      freed = true;
+    } else {
+      mounts.dirs.push_back(dir);
+    }
+  }
+  if (!freed) GTEST_SKIP() << "device number " << ours << " was not free again";
+  mounts.fuse_fd = ::open("/dev/fuse", O_RDWR | O_CLOEXEC);
+  ASSERT_GE(mounts.fuse_fd, 0) << ErrnoName(errno);
+  const std::string other = scratch + "/fuse";
+  ASSERT_EQ(::mkdir(other.c_str(), 0755), 0);
+  const std::string options =
+      "fd=" + std::to_string(mounts.fuse_fd) + ",rootmode=40000,user_id=0,group_id=0";
+  ASSERT_EQ(
+      ::mount("ringfs-it-other", other.c_str(), "fuse", MS_NOSUID | MS_NODEV, options.c_str()), 0)
+      << ErrnoName(errno);
+  mounts.dirs.push_back(other);  // never looked into: nobody answers its requests
+  std::optional<MountEntry> entry = FindMount(other);
+  ASSERT_TRUE(entry.has_value());
+  if (entry->dev_minor != ours) GTEST_SKIP() << "the other mount got another number";
+
+  env_->mount_process()->Signal(SIGTERM);
+  std::this_thread::sleep_for(milliseconds(500));  // its loop looks at signals every 200 ms
+  pollfd device{mounts.fuse_fd, 0, 0};
+  ASSERT_GE(::poll(&device, 1, 0), 0);
+  EXPECT_EQ(device.revents & POLLERR, 0) << "the other mount's connection was aborted";
+  env_->server_process()->Signal(SIGCONT);
+  std::optional<int> status = env_->mount_process()->WaitExit(seconds(20));
+  ASSERT_TRUE(status.has_value()) << "the mount still runs";
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(AsyncUnlinkTest);
