@@ -270,9 +270,9 @@ grpc::Status ControlService::SetKernelLimits(grpc::ServerContext* context,
     if (request->has_congestion_threshold()) {
       congestion_threshold = request->congestion_threshold();
     }
-    ASSIGN_OR_RETURN(
-        frontend::KernelLimits limits,
-        frontend::WriteKernelLimits(session_->device(), max_background, congestion_threshold));
+    ASSIGN_OR_RETURN(frontend::KernelLimits limits,
+                     frontend::WriteKernelLimits(session_->device(), session_->fuse_fd(),
+                                                 max_background, congestion_threshold));
     ToWire(limits, reply);
     return absl::OkStatus();
   });

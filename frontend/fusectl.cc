@@ -43,11 +43,18 @@ absl::StatusOr<uint32_t> ReadKnob(dev_t device, const char* knob) {
   return value;
 }
 
-absl::Status WriteKnob(dev_t device, const char* knob, const std::string& value) {
+absl::Status WriteKnob(dev_t device, int fuse_fd, const char* knob, const std::string& value) {
   RETURN_IF_ERROR(CheckDevice(device));
   std::string path = KnobPath(device, knob);
   FILE* file = fopen(path.c_str(), "w");
   if (file == nullptr) return ErrnoError(errno, absl::StrFormat("open %s", path));
+  // Looked at once the knob is open: the kernel aborts a connection (its fd polls POLLERR)
+  // before it removes the connection's directory and frees its number, so a knob opened while
+  // ours is alive is ours; one that is gone by the write changes nothing.
+  if (!ConnectionAlive(fuse_fd)) {
+    fclose(file);
+    return CheckDevice(0);
+  }
   bool ok = fputs(value.c_str(), file) >= 0;
   ok = (fclose(file) == 0) && ok;  // the kernel validates on write-back at close
   if (!ok) return ErrnoError(errno ? errno : EINVAL, absl::StrFormat("write %s", path));
@@ -75,7 +82,7 @@ absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device) {
   return limits;
 }
 
-absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device,
+absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device, int fuse_fd,
                                                std::optional<uint32_t> max_background,
                                                std::optional<uint32_t> congestion_threshold) {
   for (auto [name, value] : {std::pair{"max_background", max_background},
@@ -87,25 +94,27 @@ absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device,
   }
   RETURN_IF_ERROR(EnsureFusectlMounted());
   if (max_background) {
-    RETURN_IF_ERROR(WriteKnob(device, "max_background", absl::StrFormat("%u", *max_background)));
+    RETURN_IF_ERROR(
+        WriteKnob(device, fuse_fd, "max_background", absl::StrFormat("%u", *max_background)));
   }
   if (congestion_threshold) {
-    RETURN_IF_ERROR(WriteKnob(device, "congestion_threshold",
+    RETURN_IF_ERROR(WriteKnob(device, fuse_fd, "congestion_threshold",
                               absl::StrFormat("%u", *congestion_threshold)));
   }
   return ReadKernelLimits(device);
 }
 
-absl::Status AbortConnection(dev_t device) {
+absl::Status AbortConnection(dev_t device, int fuse_fd) {
   RETURN_IF_ERROR(CheckDevice(device));
   RETURN_IF_ERROR(EnsureFusectlMounted());
-  return WriteKnob(device, "abort", "1");
+  return WriteKnob(device, fuse_fd, "abort", "1");
 }
 
 bool ConnectionAlive(int fuse_fd) {
   // /dev/fuse polls POLLERR once the connection is gone (events 0: nothing else is asked).
   pollfd device{fuse_fd, 0, 0};
-  return poll(&device, 1, 0) == 0 || (device.revents & (POLLERR | POLLNVAL | POLLHUP)) == 0;
+  const int n = poll(&device, 1, 0);
+  return n == 0 || (n == 1 && (device.revents & (POLLERR | POLLNVAL | POLLHUP)) == 0);
 }
 
 }  // namespace ringfs::frontend

@@ -24,18 +24,19 @@ absl::Status EnsureFusectlMounted();
 
 absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device);
 
+// Whether the connection behind a /dev/fuse descriptor is still there. Once it ended (unmounted
+// or aborted) its device number, the fusectl id, is free for the next mount: a knob written by
+// that number would change, or abort, another FUSE mount. So the writers below take the
+// connection's fd too and write only while it is alive. Device 0 is never a mount's; all the
+// functions here refuse it.
+bool ConnectionAlive(int fuse_fd);
+
 // Values the kernel accepts: 1..65535 (root). Unset values are left alone.
-absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device,
+absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device, int fuse_fd,
                                                std::optional<uint32_t> max_background,
                                                std::optional<uint32_t> congestion_threshold);
 
 // Ends the connection at once: every pending request fails with ECONNABORTED.
-absl::Status AbortConnection(dev_t device);
-
-// Whether the connection behind a /dev/fuse descriptor is still there. Once it ended (unmounted
-// or aborted) its device number, the fusectl id above, is free for the next FUSE mount: a knob
-// written by that number then changes, or aborts, another mount. Device 0 is never a mount's;
-// the functions above refuse it.
-bool ConnectionAlive(int fuse_fd);
+absl::Status AbortConnection(dev_t device, int fuse_fd);
 
 }  // namespace ringfs::frontend

@@ -6,10 +6,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-
-#include <cerrno>
 #include <sys/sysmacros.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "frontend/fusectl.h"
 
 namespace ringfs::frontend {
 
@@ -144,7 +144,7 @@ absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint) {
   return true;
 }
 
-absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device) {
+absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device, int fuse_fd) {
   // Pin what is mounted at the path now: after `umount -l` our mount is no longer there, and
   // the path may hold another mount by then (a new ringfs mount, anything). Only ours is
   // detached, through the pinned root. Lazily, because the pin itself keeps it busy: it
@@ -159,6 +159,10 @@ absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device) {
   // then a ringfs mount at the path is taken for ours rather than leaving ours mounted.
   const bool ours = device != 0 ? mount.device == device : mount.fstype == "fuse.ringfs";
   if (!ours || mount.point != MountinfoEscape(mountpoint)) return false;
+  // After the pin: while our connection is alive our superblock holds the number, so the match
+  // above was ours (a connection aborted but still mounted is left for the next mount's
+  // DetachDeadRingfsMount).
+  if (fuse_fd >= 0 && !ConnectionAlive(fuse_fd)) return false;
   const std::string pinned = absl::StrFormat("/proc/self/fd/%d", top.get());
   if (umount2(pinned.c_str(), MNT_DETACH) != 0) {
     return ErrnoError(errno, absl::StrFormat("umount %s", mountpoint));

@@ -39,8 +39,9 @@ absl::StatusOr<bool> DetachDeadRingfsMount(const std::string& mountpoint);
 // lazily: it disappears from the namespace at once and ends when its last open file is closed.
 // Returns false, touching nothing, when the mount at `mountpoint` is not that one: after a
 // `umount -l` the path may hold another mount, which is not ours to remove. Device 0 (unknown)
-// matches any ringfs mount at the path.
-absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device);
+// matches any ringfs mount at the path. With `fuse_fd` (this mount's /dev/fuse descriptor, not
+// -1) nothing is detached once that connection ended: the number may be the next mount's.
+absl::StatusOr<bool> UnmountFuse(const std::string& mountpoint, dev_t device, int fuse_fd = -1);
 
 bool UringModuleParameterEnabled();
 

@@ -385,7 +385,7 @@ void MountSession::AbortConnection() {
     if (device_ != 0) RINGFS_LOG_INFO("the FUSE connection has ended already: nothing to abort");
     return;
   }
-  if (absl::Status status = frontend::AbortConnection(device); !status.ok()) {
+  if (absl::Status status = frontend::AbortConnection(device, fuse_fd_.get()); !status.ok()) {
     RINGFS_LOG_ERROR("cannot abort the FUSE connection: %s", status.ToString());
   }
 }
@@ -413,7 +413,7 @@ void MountSession::Run() {
       ++stop_requests;
       if (stop_requests == 1) {
         RINGFS_LOG_INFO("signal %d: unmounting %s", sig, options_.mountpoint);
-        absl::StatusOr<bool> unmounted = UnmountFuse(options_.mountpoint, device_);
+        absl::StatusOr<bool> unmounted = UnmountFuse(options_.mountpoint, device_, fuse_fd_.get());
         if (!unmounted.ok()) {
           RINGFS_LOG_ERROR("%s", unmounted.status().ToString());
         } else if (!*unmounted) {

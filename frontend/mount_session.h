@@ -65,6 +65,8 @@ class MountSession {
   // The mount's device number (fusectl connection id = its minor); 0 before Start() and once
   // the connection ended: the number may be another mount's by then (ConnectionAlive).
   dev_t device() const;
+  // The mount's /dev/fuse descriptor, for fusectl's liveness check (ConnectionAlive).
+  int fuse_fd() const { return fuse_fd_.get(); }
 
  private:
   absl::Status Negotiate();
