@@ -255,7 +255,8 @@ grpc::Status ControlService::GetKernelLimits(grpc::ServerContext* context,
                                              const control::GetKernelLimitsRequest*,
                                              control::KernelLimits* reply) {
   return Serve(context, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(frontend::KernelLimits limits, frontend::ReadKernelLimits(session_->device()));
+    ASSIGN_OR_RETURN(frontend::KernelLimits limits,
+                     frontend::ReadKernelLimits(session_->device(), session_->fuse_fd()));
     ToWire(limits, reply);
     return absl::OkStatus();
   });

@@ -102,7 +102,8 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
               1);
     families.push_back(std::move(info));
 
-    absl::StatusOr<frontend::KernelLimits> limits = frontend::ReadKernelLimits(session_->device());
+    absl::StatusOr<frontend::KernelLimits> limits =
+        frontend::ReadKernelLimits(session_->device(), session_->fuse_fd());
     if (!limits.ok()) return;  // fusectl unreadable: leave the series out rather than lie
     struct {
       const char* name;

@@ -31,9 +31,11 @@ absl::Status CheckDevice(dev_t device) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint32_t> ReadKnob(dev_t device, const char* knob) {
+absl::StatusOr<uint32_t> ReadKnob(dev_t device, int fuse_fd, const char* knob) {
   RETURN_IF_ERROR(CheckDevice(device));
   std::ifstream in(KnobPath(device, knob));
+  // As in WriteKnob: opened while ours is alive, it is ours.
+  if (in.is_open() && !ConnectionAlive(fuse_fd)) return CheckDevice(0);
   std::string text;
   if (!(in >> text)) return ErrnoError(ENOENT, absl::StrFormat("read %s", KnobPath(device, knob)));
   uint32_t value = 0;
@@ -72,13 +74,13 @@ absl::Status EnsureFusectlMounted() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device) {
+absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device, int fuse_fd) {
   RETURN_IF_ERROR(EnsureFusectlMounted());
   KernelLimits limits;
   limits.connection = minor(device);
-  ASSIGN_OR_RETURN(limits.max_background, ReadKnob(device, "max_background"));
-  ASSIGN_OR_RETURN(limits.congestion_threshold, ReadKnob(device, "congestion_threshold"));
-  ASSIGN_OR_RETURN(limits.waiting, ReadKnob(device, "waiting"));
+  ASSIGN_OR_RETURN(limits.max_background, ReadKnob(device, fuse_fd, "max_background"));
+  ASSIGN_OR_RETURN(limits.congestion_threshold, ReadKnob(device, fuse_fd, "congestion_threshold"));
+  ASSIGN_OR_RETURN(limits.waiting, ReadKnob(device, fuse_fd, "waiting"));
   return limits;
 }
 
@@ -101,7 +103,7 @@ absl::StatusOr<KernelLimits> WriteKernelLimits(dev_t device, int fuse_fd,
     RETURN_IF_ERROR(WriteKnob(device, fuse_fd, "congestion_threshold",
                               absl::StrFormat("%u", *congestion_threshold)));
   }
-  return ReadKernelLimits(device);
+  return ReadKernelLimits(device, fuse_fd);
 }
 
 absl::Status AbortConnection(dev_t device, int fuse_fd) {
@@ -112,6 +114,7 @@ absl::Status AbortConnection(dev_t device, int fuse_fd) {
 
 bool ConnectionAlive(int fuse_fd) {
   // /dev/fuse polls POLLERR once the connection is gone (events 0: nothing else is asked).
+  if (fuse_fd < 0) return false;  // poll would skip it and say nothing
   pollfd device{fuse_fd, 0, 0};
   const int n = poll(&device, 1, 0);
   return n == 0 || (n == 1 && (device.revents & (POLLERR | POLLNVAL | POLLHUP)) == 0);

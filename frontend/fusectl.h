@@ -22,13 +22,13 @@ struct KernelLimits {
 // Mounts fusectl on /sys/fs/fuse/connections when it is not mounted yet.
 absl::Status EnsureFusectlMounted();
 
-absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device);
+absl::StatusOr<KernelLimits> ReadKernelLimits(dev_t device, int fuse_fd);
 
 // Whether the connection behind a /dev/fuse descriptor is still there. Once it ended (unmounted
 // or aborted) its device number, the fusectl id, is free for the next mount: a knob written by
-// that number would change, or abort, another FUSE mount. So the writers below take the
-// connection's fd too and write only while it is alive. Device 0 is never a mount's; all the
-// functions here refuse it.
+// that number would change, abort or describe another FUSE mount. So the functions below take
+// the connection's fd too and touch a knob only while it is alive. Device 0 is never a mount's; all
+// the functions here refuse it.
 bool ConnectionAlive(int fuse_fd);
 
 // Values the kernel accepts: 1..65535 (root). Unset values are left alone.

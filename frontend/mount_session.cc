@@ -51,7 +51,7 @@ MountSession::MountSession(MountOptions options, std::string token)
 
 MountSession::~MountSession() {
   if (mounted_ && !ConnectionEnded()) {
-    (void)UnmountFuse(options_.mountpoint, device_);
+    (void)UnmountFuse(options_.mountpoint, device_, fuse_fd_.get());
   }
   devfuse_workers_.clear();  // they end once the connection is gone
   if (engine_) engine_->Stop();
@@ -411,7 +411,15 @@ void MountSession::Run() {
     int sig = sigtimedwait(&signals, nullptr, &wait);
     if (sig > 0) {
       ++stop_requests;
-      if (stop_requests == 1) {
+      if (stop_requests == 1 && !ConnectionAlive(fuse_fd_.get())) {
+        // Unmounted or aborted from outside: nothing of the path is ours to detach any more (a
+        // new mount there may even have this mount's number).
+        RINGFS_LOG_WARN(
+            "signal %d: the FUSE connection has ended already (unmounted, or aborted through "
+            "fusectl: then its dead mount may still be on %s; umount -l it, or the next "
+            "ringfs-mount there detaches it); finishing what was answered early",
+            sig, options_.mountpoint);
+      } else if (stop_requests == 1) {
         RINGFS_LOG_INFO("signal %d: unmounting %s", sig, options_.mountpoint);
         absl::StatusOr<bool> unmounted = UnmountFuse(options_.mountpoint, device_, fuse_fd_.get());
         if (!unmounted.ok()) {
