@@ -1,6 +1,5 @@
 #include "frontend/devfuse_worker.h"
 
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 
@@ -10,6 +9,7 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "frontend/completion_tags.h"
+#include "frontend/fusectl.h"
 #include "frontend/worker_thread.h"
 
 namespace ringfs::frontend {
@@ -95,10 +95,7 @@ void DevFuseWorker::Loop() {
       const uint64_t now = MonotonicNs();
       if (now - looked_ns >= kLookNs) {
         looked_ns = now;
-        pollfd device{config_.fuse_fd.get(), 0, 0};
-        if (poll(&device, 1, 0) == 1 && (device.revents & (POLLERR | POLLNVAL)) != 0) {
-          connection_ended_ = true;
-        }
+        connection_ended_ = !ConnectionAlive(config_.fuse_fd.get());
       }
     }
     const bool keep =
