@@ -124,6 +124,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.dir_attrs = config.dir_attrs != nullptr && reply.dir_attrs();
   session.max_inflight = std::min(reply.max_inflight(), config.max_inflight);
   session.instance_id = reply.instance_id();
+  session.session_id = reply.session_id();
   session.node_handles = config.ledger != nullptr && reply.node_handles();
   session.invalidations = config.notifier != nullptr && reply.invalidations();
   session.empty_dir_hints = session.dir_attrs && session.invalidations &&
@@ -637,7 +638,14 @@ void BackendChannel::OnConnectStep(Op op, int res) {
     }
     TuneDataSocket(attempt_fd_.get(), config_.address.is_unix);
     DetectDeadPeer(attempt_fd_.get(), config_.address.is_unix);
-    absl::StatusOr<std::string> hello = wire::EncodeHandshake(MakeClientHello(config_));
+    wire::ClientHello client_hello = MakeClientHello(config_);
+    if (ever_connected_) {
+      // What the lost connection had unanswered is resent on this one: the server must not
+      // run any of it beside or after these copies (server/session_fence.h).
+      client_hello.set_replaces_session(server_session_);
+      client_hello.set_replaces_instance(server_instance_);
+    }
+    absl::StatusOr<std::string> hello = wire::EncodeHandshake(client_hello);
     if (!hello.ok()) {
       ConnectFailed(hello.status());
       return;
@@ -792,6 +800,7 @@ void BackendChannel::Install(ServerSession session) {
     unsettled_changes_ = 0;
   }
   server_instance_ = session.instance_id;
+  server_session_ = session.session_id;
   if (ever_connected_) {
     ++reconnects_;
     RINGFS_LOG_INFO("queue %u: reconnected to %s after %.1f s; sending %zu waiting requests",

@@ -109,6 +109,7 @@ struct ServerSession {
   bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
+  uint64_t session_id = 0;    // the server's id of this connection
   bool node_handles = false;  // handle notifications and reclaim (common/node_handle.h)
   bool invalidations = false; // the server pushes invalidations (common/invalidation.h)
 };
@@ -403,6 +404,7 @@ class BackendChannel {
   uint64_t unsettled_since_ns_ = 0;  // when the last of them was lost
   uint32_t server_max_inflight_ = 0;
   uint64_t server_instance_ = 0;  // of the last connection
+  uint64_t server_session_ = 0;   // the server's id of the last connection
   // The connection being set up: socket, handshake bytes out and in, deadline.
   UniqueFd attempt_fd_;
   std::string hello_out_;

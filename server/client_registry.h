@@ -27,6 +27,7 @@
 #include "server/node_fd_cache.h"
 #include "server/node_table.h"
 #include "server/reply_cache.h"
+#include "server/session_fence.h"
 
 namespace ringfs::server {
 
@@ -43,6 +44,9 @@ struct ClientState {
   ReplyCache replies;  // replies of this client's non-idempotent requests, for replays
   // Invalidations for this client's caches made by other clients' changes (coherence.h).
   InvalidationOutbox invalidations;
+  // Which of this client's connections replaced which, so resent requests wait for the first
+  // copies (session_fence.h). Shared: a session's ticket may outlive the state's last lease.
+  std::shared_ptr<SessionFence> fence = std::make_shared<SessionFence>();
 };
 
 class ClientRegistry {

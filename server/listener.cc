@@ -238,10 +238,25 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
     }
   }
   ClientRegistry::Lease client;
+  SessionTicket ticket;  // dropped on every way out but the handoff: the session then ended
   if (reply.result() == wire::ServerHello::OK) {
     auto lease = registry_->Attach(ClientStateKey(auth.client_name, hello.client_id()));
     if (lease.ok()) {
       client = *std::move(lease);
+      // Before the ServerHello: once the client knows this session's id, a connection that
+      // replaces it must find it here. Only the instance that gave the old connection its id
+      // can know it.
+      const uint64_t replaces =
+          hello.replaces_instance() == options_.instance_id ? hello.replaces_session() : 0;
+      ticket = client->fence->Begin(session_id, replaces);
+      if (replaces != 0) {
+        RINGFS_LOG_INFO("session %u of client '%s' replaces session %u (%s)", session_id,
+                        hello.client_id(), replaces,
+                        ticket.waits() > 0
+                            ? absl::StrFormat("starts once %u replaced connection%s ended",
+                                              ticket.waits(), ticket.waits() == 1 ? "" : "s")
+                            : "it had ended; starts at once");
+      }
     } else {
       // The handshake has no result for "over a limit"; BAD_REQUEST with the reason
       // (proto/wire_format.md §1).
@@ -283,6 +298,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.session_id = session_id;
   setup.queue = hello.queue();
   setup.connected_unix_ns = absl::ToUnixNanos(absl::Now());
+  setup.ticket = std::move(ticket);
   setup.client = std::move(client);
   setup.max_inflight = reply.max_inflight();
   setup.max_frame_bytes = reply.max_frame_bytes();

@@ -103,15 +103,35 @@ class ServerMetrics::Collector : public prometheus::Collectable {
         "ringfs_server_invalidations_total",
         "Cache invalidations queued for clients holding a node another client changed",
         MetricType::Counter);
-    double replayed = 0, idled = 0, invalidated = 0;
+    MetricFamily replaced =
+        Family("ringfs_server_sessions_replaced_total",
+               "Connections closed because the client replaced them with a new one (what they had "
+               "received and not started is dropped: the client resent it)",
+               MetricType::Counter);
+    MetricFamily unstarted =
+        Family("ringfs_server_sessions_replaced_with_unstarted_total",
+               "Replaced connections that still held received requests not started (dropped)",
+               MetricType::Counter);
+    MetricFamily fenced =
+        Family("ringfs_server_sessions_fenced_total",
+               "New connections that ran nothing until the connections they replaced had ended",
+               MetricType::Counter);
+    double replayed = 0, idled = 0, invalidated = 0, replaced_count = 0, unstarted_count = 0,
+           fenced_count = 0;
     for (const WorkerStats* w : workers_) {
       replayed += Read(w->replays);
       idled += Read(w->idle_closed);
       invalidated += Read(w->invalidations_pushed);
+      replaced_count += Read(w->sessions_replaced);
+      unstarted_count += Read(w->replaced_with_unstarted);
+      fenced_count += Read(w->sessions_fenced);
     }
     AddSample(replays, {}, replayed);
     AddSample(idle_closed, {}, idled);
     AddSample(invalidations, {}, invalidated);
+    AddSample(replaced, {}, replaced_count);
+    AddSample(unstarted, {}, unstarted_count);
+    AddSample(fenced, {}, fenced_count);
 
     std::vector<std::shared_ptr<const SessionStats>> live = sessions_->List();
     MetricFamily sessions =
@@ -137,9 +157,8 @@ class ServerMetrics::Collector : public prometheus::Collectable {
 
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
-         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed,
-          &invalidations, &sessions,
-          &inflight, &auth_failures}) {
+         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &invalidations,
+          &replaced, &unstarted, &fenced, &sessions, &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;

@@ -55,6 +55,12 @@ struct WorkerStats {
   std::atomic<uint64_t> sessions{0};  // live connections of this worker
   std::atomic<uint64_t> replays{0};      // requests answered from a client's reply cache
   std::atomic<uint64_t> idle_closed{0};  // connections closed by --idle-timeout
+  // Connections closed because a new one of their client replaced them; those of them that
+  // had received requests not started yet (dropped: the client resent them); new connections
+  // that waited for replaced ones to end (session_fence.h).
+  std::atomic<uint64_t> sessions_replaced{0};
+  std::atomic<uint64_t> replaced_with_unstarted{0};
+  std::atomic<uint64_t> sessions_fenced{0};
   // Invalidation records queued for other clients by this worker's requests (coherence.h).
   std::atomic<uint64_t> invalidations_pushed{0};
 };

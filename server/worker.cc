@@ -76,6 +76,9 @@ struct Worker::Connection {
   bool recv_posted = false;
   bool send_posted = false;
   bool closing = false;
+  // Waits, without reading, for the connections of its client that it replaced to end
+  // (session_fence.h): their resent requests are in its socket.
+  bool fenced = false;
   // The last invalidation frame queued and not sent yet (null: none). While one waits, a flush
   // takes nothing (`flush_wanted` remembers it): a client that stops reading leaves the records
   // in its bounded outbox instead of an unbounded send queue here.
@@ -163,14 +166,20 @@ void Worker::Stop() {
   }
   if (ring_ready_) io_uring_queue_exit(&ring_);
   ring_ready_ = false;
-  absl::MutexLock lock(&mailbox_mu_);
-  mailbox_.clear();  // connections handed over after the stop are closed here
-  for (Command& command : commands_) {
-    if (command.done == nullptr) continue;
-    command.done->status = absl::UnavailableError("the worker stopped");
-    command.done->notification.Notify();
+  std::vector<ConnectionSetup> late;
+  {
+    absl::MutexLock lock(&mailbox_mu_);
+    late.swap(mailbox_);
+    for (Command& command : commands_) {
+      if (command.done == nullptr) continue;
+      command.done->status = absl::UnavailableError("the worker stopped");
+      command.done->notification.Notify();
+    }
+    commands_.clear();
   }
-  commands_.clear();
+  // Connections handed over after the stop are closed here, unlocked: their tickets end, and
+  // that may wake a session through a mailbox, this one's included.
+  late.clear();
 }
 
 absl::Status Worker::Post(Command command, absl::Duration timeout) {
@@ -205,11 +214,11 @@ absl::Status Worker::Drain(absl::Duration timeout) {
   return Post(Command{.kind = Command::Kind::kDrain}, timeout);
 }
 
-void Worker::PostFlush(uint64_t session_id) {
+void Worker::PostToSession(Command::Kind kind, uint64_t session_id) {
   {
     absl::MutexLock lock(&mailbox_mu_);
     if (stop_requested_) return;  // the session is closed with the worker
-    commands_.push_back(Command{.kind = Command::Kind::kFlushInvalidations, .session_id = session_id});
+    commands_.push_back(Command{.kind = kind, .session_id = session_id});
   }
   uint64_t one = 1;
   if (write(mailbox_event_.get(), &one, sizeof(one)) < 0) {
@@ -222,15 +231,28 @@ void Worker::RunCommand(Command& command) {
     case Command::Kind::kFlushInvalidations:
       FlushInvalidations(command.session_id);
       return;  // nobody waits for it
+    case Command::Kind::kSupersede:
+    case Command::Kind::kEndFence: {
+      Connection* c = LiveSession(command.session_id);
+      if (c == nullptr) return;  // closed meanwhile
+      if (command.kind == Command::Kind::kSupersede) {
+        CloseReplaced(c);
+      } else {
+        RINGFS_LOG_INFO("worker %u: session %u starts: the connections it replaced have ended",
+                        options_.index, c->setup.session_id);
+        c->fenced = false;
+        c->last_recv_ns = MonotonicNs();  // the idle clock starts now, not at adoption
+        MaybePostRecv(c);
+      }
+      MaybeDestroy(c);
+      return;
+    }
     case Command::Kind::kDrain:
       if (!draining_) RINGFS_LOG_INFO("worker %u: draining", options_.index);
       draining_ = true;
       break;
     case Command::Kind::kSetSessionLimit: {
-      Connection* c = nullptr;
-      for (auto& [conn, owned] : connections_) {
-        if (conn->setup.session_id == command.session_id && !conn->closing) c = conn;
-      }
+      Connection* c = LiveSession(command.session_id);
       if (c == nullptr) {
         command.done->status =
             absl::NotFoundError(absl::StrFormat("session %u has ended", command.session_id));
@@ -358,7 +380,9 @@ void Worker::OnIdleTimer() {
   std::vector<Connection*> idle;
   for (auto& [c, owned] : connections_) {
     // Waiting for our reply or our file I/O is not idleness (a long FSYNC, a full socket).
-    if (c->closing || c->inflight > 0 || c->pending_io > 0 || c->out_head != nullptr) continue;
+    if (c->closing || c->fenced || c->inflight > 0 || c->pending_io > 0 || c->out_head != nullptr) {
+      continue;
+    }
     if (now - c->last_recv_ns >= limit) idle.push_back(c);
   }
   for (Connection* c : idle) {
@@ -429,15 +453,28 @@ void Worker::AddConnection(ConnectionSetup setup) {
   RINGFS_LOG_INFO("worker %u: serving session %u of client '%s' from %s%s", options_.index,
                   c->setup.session_id, c->setup.client->client_id, c->setup.peer,
                   c->tls != nullptr ? " (TLS)" : "");
+  const uint64_t id = c->setup.session_id;
+  if (!c->setup.ticket.Attach([this, id] { PostToSession(Command::Kind::kSupersede, id); })) {
+    CloseReplaced(c);
+    MaybeDestroy(c);
+    return;
+  }
+  if (c->setup.ticket.Await([this, id] { PostToSession(Command::Kind::kEndFence, id); })) {
+    Bump(stats_->sessions_fenced);
+    c->fenced = true;
+    RINGFS_LOG_INFO("worker %u: session %u waits for the connections it replaced to end",
+                    options_.index, id);
+  }
   MaybePostRecv(c);
   if (c->setup.invalidations) {
-    c->setup.client->invalidations.AddSink(c->setup.session_id,
-                                           [this](uint64_t session) { PostFlush(session); });
+    c->setup.client->invalidations.AddSink(id, [this](uint64_t session) {
+      PostToSession(Command::Kind::kFlushInvalidations, session);
+    });
   }
 }
 
 void Worker::MaybePostRecv(Connection* c) {
-  if (c->closing || c->recv_posted || c->inflight >= c->setup.max_inflight) return;
+  if (c->closing || c->fenced || c->recv_posted || c->inflight >= c->setup.max_inflight) return;
   char* target;
   size_t size;
   if (c->big != nullptr) {
@@ -528,6 +565,13 @@ void Worker::ProcessInput(Connection* c) {
 }
 
 void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* owned) {
+  if (c->setup.ticket.superseded() && !RunsOnceReplaced(PeekHeader(frame).opcode)) {
+    // The client resent it on the connection that replaced this one. That one waits until
+    // this one has ended, so running it here would only be running it twice.
+    pool_.Put(owned);
+    CloseReplaced(c, /*dropping=*/true);
+    return;
+  }
   const uint64_t start_ns = MonotonicNs();
   FrameHeader header = PeekHeader(frame);
   RejectReason reason = RejectReason::kBadHeader;
@@ -836,6 +880,21 @@ void Worker::Close(Connection* c, const char* why) {
   shutdown(c->setup.fd.get(), SHUT_RDWR);
 }
 
+bool Worker::RunsOnceReplaced(uint32_t opcode) {
+  // What the client never resends once sent: FORGETs, and the RELEASEs it makes itself of
+  // handles nobody asked for (a kernel's RELEASE that runs here and again there fails there,
+  // which the kernel ignores). Dropped, they would hold lookups and fds until the state goes.
+  return opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET || opcode == FUSE_RELEASE ||
+         opcode == FUSE_RELEASEDIR;
+}
+
+void Worker::CloseReplaced(Connection* c, bool dropping) {
+  if (c->closing) return;
+  Bump(stats_->sessions_replaced);
+  if (dropping || c->end > c->begin || c->big != nullptr) Bump(stats_->replaced_with_unstarted);
+  Close(c, "replaced by a new connection of its client");
+}
+
 void Worker::MaybeDestroy(Connection* c) {
   if (!c->closing || c->recv_posted || c->send_posted || c->pending_io > 0) return;
   if (c->tls != nullptr && c->tls->busy()) return;  // its ciphertext buffers are in the kernel
@@ -853,11 +912,15 @@ void Worker::Publish(Connection* c, std::span<const wire::Invalidation> changes)
   if (pushed > 0) stats_->invalidations_pushed.fetch_add(pushed, std::memory_order_relaxed);
 }
 
-void Worker::FlushInvalidations(uint64_t session_id) {
-  Connection* c = nullptr;
-  for (auto& [conn, owned] : connections_) {
-    if (conn->setup.session_id == session_id && !conn->closing) c = conn;
+Worker::Connection* Worker::LiveSession(uint64_t session_id) {
+  for (auto& [c, owned] : connections_) {
+    if (c->setup.session_id == session_id && !c->closing) return c;
   }
+  return nullptr;
+}
+
+void Worker::FlushInvalidations(uint64_t session_id) {
+  Connection* c = LiveSession(session_id);
   if (c == nullptr) {
     // Closed meanwhile: Close removed its sink, so this passes the wake to another session.
     // The state may be gone too; nothing of it is touched then.

@@ -46,6 +46,9 @@ struct ConnectionSetup {
   uint32_t queue = 0;  // the client's kernel queue
   int64_t connected_unix_ns = 0;
   ClientRegistry::Lease client;  // the session's hold on its client's state
+  // Its place among the client's connections that replaced others (session_fence.h); ends when
+  // the connection is destroyed, that is when nothing of it runs any more.
+  SessionTicket ticket;
   uint32_t max_inflight = 1;
   uint32_t max_frame_bytes = 0;
   CacheTimes times;
@@ -125,8 +128,10 @@ class Worker {
       absl::Notification notification;
       absl::Status status;
     };
-    // kFlushInvalidations: send the session's client its queued invalidations (no `done`).
-    enum class Kind { kSetSessionLimit, kDrain, kFlushInvalidations } kind;
+    // Without `done`: kFlushInvalidations sends the session's client its queued invalidations;
+    // kSupersede closes a session a newer connection of its client replaced; kEndFence starts
+    // a session whose replaced connections have ended (session_fence.h).
+    enum class Kind { kSetSessionLimit, kDrain, kFlushInvalidations, kSupersede, kEndFence } kind;
     uint64_t session_id = 0;
     uint32_t max_inflight = 0;
     std::shared_ptr<Done> done;
@@ -140,8 +145,11 @@ class Worker {
   void OnIdleTimer();
   void OnMailbox(int result);
   [[nodiscard]] absl::Status Post(Command command, absl::Duration timeout);
-  // Any thread, never blocks: queues a kFlushInvalidations command (the outbox's wake).
-  void PostFlush(uint64_t session_id);
+  // Any thread, never blocks: queues a command for a session that nobody waits for (the
+  // outbox's and the fence's wakes). Dropped once the worker stops: its sessions close with it.
+  void PostToSession(Command::Kind kind, uint64_t session_id);
+  // The worker's session `session_id` unless it is closing or gone.
+  Connection* LiveSession(uint64_t session_id);
   // Sends the session's client everything its outbox holds (RunCommand's kFlushInvalidations).
   void FlushInvalidations(uint64_t session_id);
   // Tells the other clients what `changes` (of a request of `c` that succeeded) changed.
@@ -174,6 +182,11 @@ class Worker {
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
   void Close(Connection* c, const char* why);
+  // Close for a connection that a new one of its client replaced (session_fence.h);
+  // `dropping`: a frame of it is not run for that reason.
+  void CloseReplaced(Connection* c, bool dropping = false);
+  // Whether a frame of a replaced connection still runs (the client does not resend it).
+  static bool RunsOnceReplaced(uint32_t opcode);
   void MaybeDestroy(Connection* c);
   IoRequest* AllocIoRequest();
   void FreeIoRequest(IoRequest* r);

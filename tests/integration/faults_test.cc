@@ -377,6 +377,15 @@ TEST_P(HardMountTest, CutConnectionsUnderVerifyingFioLoseNothing) {
   for (size_t at = 0; (at = mount_log.find("lost (", at)) != std::string::npos; ++at) ++losses;
   EXPECT_GE(cuts, 10);
   EXPECT_GE(losses, 10u) << "the connections were not really cut";
+  // Each new connection names the one it replaces, so the server runs no request of a cut
+  // connection beside or after its resent copy (server/session_fence.h).
+  std::string server_log = ReadFileOrEmpty(env_->server_log());
+  size_t replacements = 0;
+  for (size_t at = 0; (at = server_log.find("' replaces session ", at)) != std::string::npos;
+       ++at) {
+    ++replacements;
+  }
+  EXPECT_GE(replacements, 10u) << "reconnects do not name the connection they replace";
   EXPECT_EQ(StatNumber(env_->ReadStats(), "failures").value_or(0), 0u);
 }
 
