@@ -35,6 +35,8 @@
 #   RINGFS_BASE_BIN=dir  ringfs-mount of the ringfs-uring-base target (e.g. a build of main)
 #   RINGFS_URING_OPTS=o,p  more -o options of the ringfs-uring target only: with RINGFS_BASE_BIN
 #                   the same build, an A/B of a mount option (e.g. async_unlink)
+#   RINGFS_BASE_SERVER_ARGS="--flag ..."  the ringfs-uring-base target gets its own ringfs-server
+#                   with these flags: an A/B of a server option (e.g. --no-pin-workers)
 #   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576, or the hard limit)
 #   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
 #                   (4 GiB sparse image in the work dir), the same filesystem for every target;
@@ -607,6 +609,12 @@ for target in ${TARGETS//,/ }; do
         MOUNT_BIN="$RINGFS_BASE_BIN"
       fi
       addr="${MAIN_ADDR:-}"
+      if [ "$target" = ringfs-uring-base ] && [ -n "${RINGFS_BASE_SERVER_ARGS:-}" ]; then
+        # A/B of a server option: the base target gets a server of its own.
+        # shellcheck disable=SC2086  # a list of flags
+        start_server ringfs-server-base $RINGFS_BASE_SERVER_ARGS
+        addr="$SERVER_ADDR"
+      fi
       extra=""
       [ "$target" = ringfs-classic ] && transport=classic
       [ "$target" = ringfs-uring ] && extra="${RINGFS_URING_OPTS:-}"

@@ -438,7 +438,8 @@ void MountSession::Run() {
         AbortConnection();
       }
     }
-    // Ring workers leave SCHED_IDLE while other work keeps their CPU busy (cpu_contention.h).
+    // Ring workers leave SCHED_IDLE while other work keeps their CPU busy
+    // (common/cpu_contention.h).
     if (engine_) engine_->WatchContention();
     WriteStats();
   }

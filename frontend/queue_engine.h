@@ -13,8 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cpu_contention.h"
 #include "frontend/backend_channel.h"
-#include "frontend/cpu_contention.h"
 #include "frontend/engine_state.h"
 #include "frontend/queue/queue_config.h"
 #include "frontend/ring_worker.h"

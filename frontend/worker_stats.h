@@ -78,7 +78,8 @@ struct WorkerStats {
   std::atomic<uint64_t> background_inflight_max{0};  // high-water mark since the last reset
   std::atomic<uint64_t> background_limit{UINT32_MAX};
   std::atomic<uint64_t> entries_held{0};          // ring entries this worker holds right now
-  std::atomic<uint64_t> sched_idle{0};  // 1 while the thread runs SCHED_IDLE (cpu_contention.h)
+  std::atomic<uint64_t> sched_idle{
+      0};  // 1 while the thread runs SCHED_IDLE (common/cpu_contention.h)
   std::atomic<uint64_t> entries_added{0};    // entries registered after the start (MaybeGrow)
   std::atomic<uint64_t> payload_trims{0};    // large payloads' pages returned (ring_memory.h)
   std::atomic<uint32_t> state{static_cast<uint32_t>(WorkerState::kStopped)};

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "common/cpu_contention.h"
 
 namespace ringfs::frontend {
 
@@ -16,14 +17,6 @@ namespace ringfs::frontend {
 absl::Status StartWorkerThread(std::thread* thread, std::function<absl::Status()> setup,
                                std::function<void()> loop);
 
-// Pins the calling thread; false on failure (CPU offline, outside the process's cpuset), which is
-// logged.
-bool PinCurrentThread(int cpu);
-
-// Makes thread `tid` of this process (0: the calling thread) SCHED_IDLE (`idle`) or
-// SCHED_OTHER; false on failure, the first of which is logged unless the thread has ended
-// (ESRCH). See
-// queue::WorkerPriority for why ring workers are idle.
-bool SetThreadIdle(pid_t tid, bool idle);
+// PinCurrentThread and SetThreadIdle: common/cpu_contention.h (the server's workers use them too).
 
 }  // namespace ringfs::frontend

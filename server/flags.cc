@@ -1,5 +1,6 @@
 #include "server/flags.h"
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,7 +37,13 @@ absl::StatusOr<LogLevel> ParseLogLevel(const std::string& value) {
   return Bad(absl::StrFormat("--log-level wants debug|info|warn|error, got '%s'", value));
 }
 
-uint32_t OnlineCpus() {
+// The CPUs this process may run on (a cpuset or CPUAffinity= narrows them), else online ones.
+uint32_t UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) {
+    return static_cast<uint32_t>(CPU_COUNT(&set));
+  }
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<uint32_t>(n) : 1;
 }
@@ -53,7 +60,8 @@ std::string_view Usage() {
          "                     [--max-clients N] [--max-sessions-per-client N]\n"
          "                     [--idle-timeout SECONDS] [--max-open-files-per-client N]\n"
          "                     [--handle-key FILE] [--export-options OPTS]\n"
-         "                     [--no-manage-gids]\n"
+         "                     [--no-manage-gids] [--no-pin-workers]\n"
+         "                     [--worker-sched idle|normal]\n"
          "  --clients  clients file: one client per line,\n"
          "               NAME secret=FILE|hex:HEX [options=OPTS] [from=PREFIX,...]\n"
          "             ('#' comments; FILE relative to the clients file; options= over\n"
@@ -80,13 +88,20 @@ std::string_view Usage() {
          "                   (0600) if missing; share it between servers of one export\n"
          "                   (default /var/lib/ringfs/handle.key)\n"
          "  --tls-cert, --tls-key  TLS 1.3 on the data wire and the TCP admin service;\n"
-         "                   clients mount with -o tls (and tls_ca=); plaintext clients are refused\n"
+         "                   clients mount with -o tls (and tls_ca=); plaintext clients are "
+         "refused\n"
          "  --tls-ca         also require client certificates signed by this CA (mutual TLS)\n"
          "  --export-options what clients may do, as in exports(5): ro|rw,\n"
          "                   root_squash|no_root_squash|all_squash, anonuid=N, anongid=N\n"
          "                   (default rw,root_squash,anonuid=65534,anongid=65534)\n"
          "  --no-manage-gids a caller's groups are only the gid of its request, not the\n"
          "                   supplementary groups this server's user database gives its uid\n"
+         "  --no-pin-workers let workers run on any CPU (by default, with one worker per usable\n"
+         "                   CPU, each is pinned to its CPU, and a mount on this host is served\n"
+         "                   on the CPU of its kernel queue)\n"
+         "  --worker-sched   idle (default): a pinned worker serving a mount on this host runs\n"
+         "                   SCHED_IDLE, as the mount's ring workers do, until other work\n"
+         "                   starves it; normal: always SCHED_OTHER\n"
          "  --export-watch   watch the export's filesystem (fanotify, needs CAP_SYS_ADMIN) and\n"
          "                   push changes made on the server directly to the clients\n"
          "                   (experimental, off by default: without it clients see such\n"
@@ -106,7 +121,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
 
 absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
   ServerConfig config;
-  config.workers = OnlineCpus();
+  config.workers = UsableCpus();
+  config.pin_workers = true;
   config.handle_key_file = kDefaultHandleKeyFile;
   bool have_export = false, have_listen = false;
   for (int i = 1; i < argc; ++i) {
@@ -114,6 +130,10 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
     std::string value;
     size_t eq = arg.find('=');
     if (arg.rfind("--", 0) != 0) return Bad(absl::StrFormat("unexpected argument '%s'", arg));
+    if (arg == "--no-pin-workers") {
+      config.pin_workers = false;
+      continue;
+    }
     if (arg == "--floor") {
       config.floor = true;
       continue;
@@ -151,6 +171,9 @@ absl::StatusOr<ServerConfig> ParseFlags(int argc, const char* const* argv) {
       auto options = ParseExportOptions(value);
       if (!options.ok()) return Bad(absl::StrFormat("--export-options: %s", options.status().message()));
       config.export_options = *options;
+    } else if (arg == "--worker-sched") {
+      if (value != "idle" && value != "normal") return Bad("--worker-sched: idle or normal");
+      config.worker_sched_idle = value == "idle";
     } else if (arg == "--workers") {
       auto n = ParseCount(arg, value, 1024);
       if (!n.ok()) return n.status();

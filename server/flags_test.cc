@@ -1,6 +1,7 @@
 #include "server/flags.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,29 @@ TEST(FlagsTest, FloorTakesNoValue) {
   EXPECT_TRUE(config->floor);
   EXPECT_EQ(config->listen, "127.0.0.1:0");
   EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--floor=yes"}).ok());
+}
+
+// One worker per CPU this process may use, placed per CPU and idle beside a local mount, unless
+// told otherwise.
+TEST(FlagsTest, WorkerPlacementAndScheduling) {
+  auto config = Parse({"--export", "/", "--listen", "127.0.0.1:0"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(config->workers, static_cast<uint32_t>(CPU_COUNT(&set)));
+  EXPECT_TRUE(config->pin_workers);
+  EXPECT_TRUE(config->worker_sched_idle);
+  config = Parse(
+      {"--export", "/", "--listen", "127.0.0.1:0", "--no-pin-workers", "--worker-sched=normal"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->pin_workers);
+  EXPECT_FALSE(config->worker_sched_idle);
+  config = Parse({"--export", "/", "--listen", "127.0.0.1:0", "--worker-sched", "idle"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->worker_sched_idle);
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--worker-sched", "fifo"}).ok());
+  EXPECT_FALSE(Parse({"--export", "/", "--listen", "1:1", "--no-pin-workers=yes"}).ok());
 }
 
 TEST(FlagsTest, AdminAndMetrics) {

@@ -18,6 +18,7 @@
 #include "common/rpc/endpoint.h"
 #include "common/status.h"
 #include "common/wire.h"
+#include "server/cpu_placement.h"
 
 namespace ringfs::server {
 namespace {
@@ -285,18 +286,21 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
     return;
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
-  RINGFS_LOG_INFO("accepted client '%s' (name '%s', %s) queue %u from %s as session %u "
-                  "(inflight %u, frame %u)%s",
-                  hello.client_id(), auth.client_name, FormatExportOptions(auth.options),
-                  hello.queue(), peer, session_id, reply.max_inflight(), reply.max_frame_bytes(),
-                  options_.tls == nullptr ? ""
-                  : subject.empty()       ? " over TLS"
-                                          : absl::StrFormat(" over TLS, certificate %s", subject));
+  RINGFS_LOG_INFO(
+      "accepted client '%s' (name '%s', %s) queue %u from %s%s as session %u "
+      "(inflight %u, frame %u)%s",
+      hello.client_id(), auth.client_name, FormatExportOptions(auth.options), hello.queue(), peer,
+      PeerIsLocal(fd.get()) ? " (this host)" : "", session_id, reply.max_inflight(),
+      reply.max_frame_bytes(),
+      options_.tls == nullptr ? ""
+      : subject.empty()       ? " over TLS"
+                              : absl::StrFormat(" over TLS, certificate %s", subject));
   ConnectionSetup setup;
   setup.fd = std::move(fd);
   setup.peer = std::move(peer);
   setup.session_id = session_id;
   setup.queue = hello.queue();
+  setup.same_host = PeerIsLocal(setup.fd.get());
   setup.connected_unix_ns = absl::ToUnixNanos(absl::Now());
   setup.ticket = std::move(ticket);
   setup.client = std::move(client);

@@ -125,10 +125,13 @@ absl::Status Server::Start() {
                     "files are created as that user and only its permissions are checked",
                     geteuid());
   }
+  placement_ = CpuPlacement::Plan(config_.workers, config_.pin_workers);
+  RINGFS_LOG_INFO("%s", placement_.description());
   std::vector<const WorkerStats*> stats;
   for (uint32_t i = 0; i < config_.workers; ++i) {
     Worker::Options options;
     options.index = i;
+    options.cpu = placement_.cpu(i);
     options.floor = config_.floor;
     options.act_as_callers = act_as_callers;
     options.groups = groups_.get();
@@ -138,6 +141,17 @@ absl::Status Server::Start() {
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
     stats.push_back(&workers_.back()->stats());
+  }
+  if (placement_.cpu(0) >= 0 && config_.worker_sched_idle && !CanLeaveSchedIdle()) {
+    RINGFS_LOG_WARN(
+        "--worker-sched idle is off: this process could make a worker SCHED_IDLE "
+        "but not switch it back when other work starves it (it needs CAP_SYS_NICE or "
+        "an RLIMIT_NICE of 20)");
+  } else if (placement_.cpu(0) >= 0 && config_.worker_sched_idle) {
+    std::vector<Worker*> pinned;
+    for (auto& worker : workers_) pinned.push_back(worker.get());
+    sched_watch_ = std::make_unique<WorkerSchedWatch>(std::move(pinned));
+    sched_watch_->Start();
   }
   if (!config_.metrics.empty()) {
     metrics_ = std::make_unique<ServerMetrics>(std::move(stats), &sessions_, config_.metrics,
@@ -165,7 +179,10 @@ absl::Status Server::Start() {
   absl::MutexLock lock(&listener_mu_);
   listener_ = std::make_unique<Listener>(options, registry_.get(), [this](ConnectionSetup setup) {
     if (draining_.load()) return;  // a handshake that was in progress when Drain began
-    uint64_t n = next_worker_.fetch_add(1) % workers_.size();
+    std::optional<uint32_t> local =
+        setup.same_host ? placement_.WorkerOn(setup.queue) : std::nullopt;
+    setup.colocated = local.has_value();
+    uint64_t n = local.has_value() ? *local : next_worker_.fetch_add(1) % workers_.size();
     workers_[n]->Adopt(std::move(setup));
   });
   RETURN_IF_ERROR(listener_->Start());
@@ -188,6 +205,7 @@ void Server::Stop() {
     if (listener_) listener_->Stop();
   }
   if (export_watch_) export_watch_->Stop();
+  if (sched_watch_) sched_watch_->Stop();  // it reads the workers' threads
   for (auto& worker : workers_) worker->Stop();
   if (reaper_.joinable()) {
     stop_reaper_.Notify();

@@ -22,13 +22,15 @@
 #include "server/authenticator.h"
 #include "server/client_registry.h"
 #include "server/coherence.h"
+#include "server/config.h"
+#include "server/cpu_placement.h"
 #include "server/export_watch.h"
 #include "server/group_cache.h"
-#include "server/config.h"
 #include "server/listener.h"
 #include "server/server_metrics.h"
 #include "server/server_stats.h"
 #include "server/worker.h"
+#include "server/worker_sched.h"
 
 namespace ringfs::server {
 
@@ -76,6 +78,8 @@ class Server final : public AdminBackend {
   const ServerConfig config_;
   std::string server_id_;
   uint64_t instance_id_ = 0;  // ServerHello.instance_id, drawn by Start()
+  CpuPlacement placement_;    // set by Start() before the workers start
+  std::unique_ptr<WorkerSchedWatch> sched_watch_;  // with pinned workers
   UniqueFd export_fd_;
   std::unique_ptr<ClientRegistry> registry_;
   std::unique_ptr<Coherence> coherence_;  // shares the registry's lifetime; before the workers

@@ -129,6 +129,13 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     AddSample(replays, {}, replayed);
     AddSample(idle_closed, {}, idled);
     AddSample(invalidations, {}, invalidated);
+    MetricFamily sched_idle = Family(
+        "ringfs_server_worker_sched_idle",
+        "1 while the worker runs SCHED_IDLE (it serves a mount on its own CPU, which is quiet)",
+        MetricType::Gauge);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      AddSample(sched_idle, {{"worker", absl::StrCat(i)}}, Read(workers_[i]->sched_idle));
+    }
     AddSample(replaced, {}, replaced_count);
     AddSample(unstarted, {}, unstarted_count);
     AddSample(fenced, {}, fenced_count);
@@ -158,7 +165,7 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
          {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &invalidations,
-          &replaced, &unstarted, &fenced, &sessions, &inflight, &auth_failures}) {
+          &replaced, &unstarted, &fenced, &sched_idle, &sessions, &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;

@@ -61,6 +61,9 @@ struct WorkerStats {
   std::atomic<uint64_t> sessions_replaced{0};
   std::atomic<uint64_t> replaced_with_unstarted{0};
   std::atomic<uint64_t> sessions_fenced{0};
+  // 1 while the worker thread runs SCHED_IDLE. The one counter written by another thread: the
+  // server's WorkerSchedWatch, its only writer.
+  std::atomic<uint64_t> sched_idle{0};
   // Invalidation records queued for other clients by this worker's requests (coherence.h).
   std::atomic<uint64_t> invalidations_pushed{0};
 };

@@ -1,5 +1,6 @@
 #include "server/worker.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/cpu_contention.h"
 #include "common/fuse_ops.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -282,6 +284,20 @@ void Worker::Adopt(ConnectionSetup setup) {
   }
 }
 
+void Worker::CountColocated(int delta) {
+  const uint32_t before = colocated_;
+  colocated_ += delta;
+  if (options_.cpu < 0 || (before == 0) == (colocated_ == 0)) return;
+  if (colocated_ > 0) {
+    if (PinCurrentThread(options_.cpu))
+      colocated_cpu_.store(options_.cpu, std::memory_order_release);
+    return;
+  }
+  if (colocated_cpu_.exchange(-1, std::memory_order_acq_rel) >= 0) {
+    pthread_setaffinity_np(pthread_self(), sizeof(unpinned_affinity_), &unpinned_affinity_);
+  }
+}
+
 io_uring_sqe* Worker::GetSqe() {
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {
@@ -292,6 +308,8 @@ io_uring_sqe* Worker::GetSqe() {
 }
 
 void Worker::Run() {
+  pthread_getaffinity_np(pthread_self(), sizeof(unpinned_affinity_), &unpinned_affinity_);
+  tid_.store(gettid(), std::memory_order_release);
   PostMailboxRead();
   PostIdleTimer();
   constexpr unsigned kBatch = 64;
@@ -352,6 +370,8 @@ void Worker::Run() {
       }
     }
   }
+  // A tid can be reused by another thread once this one ends: nobody may change its policy.
+  tid_.store(0, std::memory_order_release);
   RINGFS_LOG_DEBUG("worker %u: stopped", options_.index);
 }
 
@@ -431,6 +451,7 @@ void Worker::AddConnection(ConnectionSetup setup) {
   Connection* c = owned.get();
   connections_[c] = std::move(owned);
   connection_count_.fetch_add(1, std::memory_order_relaxed);
+  if (c->setup.colocated) CountColocated(+1);
   c->stats = std::make_shared<SessionStats>();
   c->stats->session_id = c->setup.session_id;
   c->stats->client_id = c->setup.client->client_id;
@@ -902,6 +923,7 @@ void Worker::MaybeDestroy(Connection* c) {
   c->out_tail = nullptr;
   pool_.Put(std::exchange(c->big, nullptr));
   options_.sessions->Remove(c->setup.session_id);
+  if (c->setup.colocated) CountColocated(-1);
   connections_.erase(c);
   connection_count_.fetch_sub(1, std::memory_order_relaxed);
 }

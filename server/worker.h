@@ -9,6 +9,7 @@
 #pragma once
 
 #include <liburing.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstddef>
@@ -25,8 +26,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "common/tls_stream.h"
 #include "common/tls_ring.h"
+#include "common/tls_stream.h"
 #include "common/unique_fd.h"
 #include "server/attr.h"
 #include "server/buffer_pool.h"
@@ -44,6 +45,9 @@ struct ConnectionSetup {
   std::string peer;  // for logs and the admin service
   uint64_t session_id = 0;
   uint32_t queue = 0;  // the client's kernel queue
+  bool same_host = false;  // the client runs on this host (cpu_placement.h PeerIsLocal)
+  // Set by the server when it gave the connection to the worker of its queue's CPU.
+  bool colocated = false;
   int64_t connected_unix_ns = 0;
   ClientRegistry::Lease client;  // the session's hold on its client's state
   // Its place among the client's connections that replaced others (session_fence.h); ends when
@@ -74,6 +78,9 @@ class Worker {
  public:
   struct Options {
     uint32_t index = 0;
+    // While it serves a connection co-located with it (cpu_placement.h), the worker is pinned
+    // to this CPU; otherwise (and with -1) it runs wherever the scheduler puts it.
+    int cpu = -1;
     size_t staging_bytes = 256 * 1024;  // per-connection receive buffer
     unsigned ring_entries = 256;
     bool floor = false;  // Executor::Options::floor
@@ -114,6 +121,12 @@ class Worker {
   [[nodiscard]] absl::Status Drain(absl::Duration timeout);
 
   size_t connection_count() const { return connection_count_.load(std::memory_order_relaxed); }
+  // Its thread id while it runs (0 otherwise), and the CPU it is pinned to while it serves a
+  // co-located connection (-1: none now, or the pin failed). Any thread.
+  pid_t tid() const { return tid_.load(std::memory_order_acquire); }
+  int colocated_cpu() const { return colocated_cpu_.load(std::memory_order_acquire); }
+  // The policy WorkerSchedWatch, its only writer, gave the thread (for the metrics).
+  void set_sched_idle(bool idle) { stats_->sched_idle.store(idle, std::memory_order_relaxed); }
   // Read by any thread at any time (relaxed loads); written only by this worker.
   const WorkerStats& stats() const { return *stats_; }
 
@@ -156,6 +169,9 @@ class Worker {
   void Publish(Connection* c, std::span<const wire::Invalidation> changes);
   void RunCommand(Command& command);
   void AddConnection(ConnectionSetup setup);
+  // Pins the thread to options_.cpu with its first co-located connection, unpins it after the
+  // last (a server whose clients are all remote keeps the scheduler's balancing).
+  void CountColocated(int delta);
   void OnRecv(Connection* c, int result);
   void OnSend(Connection* c, int result);
   // A ciphertext step (or wake) of a TLS connection; then the plaintext completions it made.
@@ -203,6 +219,12 @@ class Worker {
   bool stop_requested_ ABSL_GUARDED_BY(mailbox_mu_) = false;
   UniqueFd mailbox_event_;
   std::atomic<size_t> connection_count_{0};
+  std::atomic<pid_t> tid_{0};
+  std::atomic<int> colocated_cpu_{-1};
+  // Worker-thread state: live connections with setup.colocated, and the affinity the thread
+  // had before it pinned itself for them.
+  uint32_t colocated_ = 0;
+  cpu_set_t unpinned_affinity_{};
 
   // Worker-thread state.
   io_uring ring_{};

@@ -20,6 +20,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -152,15 +153,48 @@ class CpuHogs {
 // A SCHED_IDLE worker gets almost no CPU while a SCHED_OTHER thread is runnable on its CPU: with
 // a compute job on every CPU each request waited for it (7-9 ms per file created, 100-300 ms per
 // request in it_coherence). So a worker that waits to run goes SCHED_OTHER, and back to
-// SCHED_IDLE once its CPU is quiet (frontend/cpu_contention.h).
+// SCHED_IDLE once its CPU is quiet (common/cpu_contention.h).
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// Until `done` (at most 10 s): one file written in `dir` from each CPU in turn, so that every
+// CPU's workers have requests while the CPUs are busy (they wait to run for them, which is what
+// the mount and the server look at). The calling thread gets its CPU set back.
+bool WriteFromEveryCpuUntil(const std::string& dir, const std::function<bool()>& done) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return false;
+  std::unique_ptr<cpu_set_t, std::function<void(cpu_set_t*)>> restore(
+      &allowed, [](cpu_set_t* set) { ::sched_setaffinity(0, sizeof(*set), set); });
+  int written = 0;
+  return WaitUntil([&] {
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &allowed)) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      ::sched_setaffinity(0, sizeof(one), &one);
+      EXPECT_EQ(WriteFile(dir + "/f" + std::to_string(written++), "y"), 0);
+    }
+    return done();
+  });
+}
+
+size_t IdleThreads(pid_t pid) {
+  std::vector<int> policies = ThreadPolicies(pid);
+  return std::count(policies.begin(), policies.end(), SCHED_IDLE);
+}
+
 TEST_P(LifecycleTest, RingWorkersLeaveSchedIdleWhileOtherWorkKeepsTheirCpuBusy) {
   if (GetParam() == "classic") GTEST_SKIP() << "classic workers never run SCHED_IDLE";
   ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);  // every worker has started
   const pid_t mount = env_->mount_process()->pid();
-  auto idle_threads = [&] {
-    std::vector<int> policies = ThreadPolicies(mount);
-    return std::count(policies.begin(), policies.end(), SCHED_IDLE);
-  };
+  auto idle_threads = [&] { return IdleThreads(mount); };
   auto idle_in_stats = [&] {
     uint64_t idle = 0;
     for (const auto& [key, value] : env_->ReadStats()) {
@@ -170,45 +204,71 @@ TEST_P(LifecycleTest, RingWorkersLeaveSchedIdleWhileOtherWorkKeepsTheirCpuBusy) 
     }
     return idle;
   };
-  auto wait_for = [](const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return done();
-  };
-  ASSERT_GE(idle_threads(), 1) << "one per ring worker";
+  ASSERT_GE(idle_threads(), 1u) << "one per ring worker";
   {
     CpuHogs hogs;
-    // Requests while the CPUs are busy: the workers wait to run for them (how long is for the
-    // benchmarks), which is what the mount looks at.
-    // From every CPU in turn, so that every CPU's worker has requests.
     ASSERT_EQ(::mkdir(Mnt("busy").c_str(), 0755), 0);
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    ASSERT_EQ(::sched_getaffinity(0, sizeof(allowed), &allowed), 0);
-    // The test thread is moved from CPU to CPU below; whatever happens, it gets its set back.
-    std::unique_ptr<cpu_set_t, std::function<void(cpu_set_t*)>> restore(
-        &allowed, [](cpu_set_t* set) { ::sched_setaffinity(0, sizeof(*set), set); });
-    int written = 0;
-    const bool left = wait_for([&] {
-      for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (!CPU_ISSET(cpu, &allowed)) continue;
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        ::sched_setaffinity(0, sizeof(one), &one);
-        EXPECT_EQ(WriteFile(Mnt("busy/f" + std::to_string(written++)), "y"), 0);
-      }
-      return idle_threads() == 0;
-    });
-    restore.reset();
-    ASSERT_TRUE(left) << "the workers stayed SCHED_IDLE beside a busy loop on every CPU";
-    EXPECT_TRUE(wait_for([&] { return idle_in_stats() == 0; }));
+    ASSERT_TRUE(WriteFromEveryCpuUntil(Mnt("busy"), [&] { return idle_threads() == 0; }))
+        << "the workers stayed SCHED_IDLE beside a busy loop on every CPU";
+    EXPECT_TRUE(WaitUntil([&] { return idle_in_stats() == 0; }));
   }
-  EXPECT_TRUE(wait_for([&] { return idle_threads() >= 1; }))
+  EXPECT_TRUE(WaitUntil([&] { return idle_threads() >= 1; }))
       << "the workers did not go back to SCHED_IDLE once the CPUs were free";
-  EXPECT_TRUE(wait_for([&] { return idle_in_stats() >= 1; }));
+  EXPECT_TRUE(WaitUntil([&] { return idle_in_stats() >= 1; }));
+}
+
+// The server runs on this host: its workers are pinned one per CPU, serve each of the mount's
+// connections on the CPU of its queue, and run SCHED_IDLE like the mount's ring workers, so a
+// caller is not moved to another CPU on every request (server/cpu_placement.h,
+// server/worker_sched.h). Beside a busy loop on every CPU they go SCHED_OTHER, io-wq threads
+// included, and come back once the CPUs are free.
+TEST_P(LifecycleTest, ServerWorkersServingThisMountLeaveSchedIdleWhileTheirCpuIsBusy) {
+  ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
+  const pid_t server = env_->server_process()->pid();
+  const std::string log = ReadFileOrEmpty(env_->server_log());
+  if (log.find("workers unpinned") != std::string::npos) {
+    GTEST_SKIP() << "the server's workers are not pinned here (a CPU set of another size)";
+  }
+  EXPECT_NE(log.find("served on its queue's CPU"), std::string::npos) << log;
+  // Each of the mount's connections of a CPU's queue is served by that CPU's worker (the
+  // server may use every CPU here: worker i is CPU i), and that worker runs on that CPU only.
+  int colocated = 0;
+  for (size_t at = 0; (at = log.find(" (this host) as session ", at)) != std::string::npos; ++at) {
+    const size_t line = log.rfind('\n', at) + 1;
+    const size_t queue_at = log.find(" queue ", line);
+    const unsigned queue = std::stoul(log.substr(queue_at + 7));
+    const std::string session = log.substr(at + 24, log.find(' ', at + 24) - (at + 24));
+    if (queue >= static_cast<unsigned>(::sysconf(_SC_NPROCESSORS_ONLN))) continue;  // side channel
+    const std::string served = ": serving session " + session + " of";
+    const size_t serving = log.find(served);
+    ASSERT_NE(serving, std::string::npos) << session;
+    const size_t worker_at = log.rfind("worker ", serving);
+    EXPECT_EQ(std::stoul(log.substr(worker_at + 7)), queue) << "session " << session;
+    ++colocated;
+  }
+  EXPECT_GE(colocated, 1) << log;
+  size_t pinned = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(server) + "/task")) {
+    const std::string status = ReadFileOrEmpty(task.path() / "status");
+    const size_t at = status.find("Cpus_allowed_list:");
+    if (at == std::string::npos) continue;
+    const std::string list = status.substr(at + 18, status.find('\n', at) - at - 18);
+    if (list.find_first_of(",-") == std::string::npos) ++pinned;  // a single CPU
+  }
+  EXPECT_GE(pinned, 1u) << "no server thread is pinned to its mount's CPU";
+  ASSERT_TRUE(WaitUntil([&] { return IdleThreads(server) >= 1; }))
+      << "no server worker serving this mount runs SCHED_IDLE";
+  {
+    CpuHogs hogs;
+    ASSERT_EQ(::mkdir(Mnt("busy").c_str(), 0755), 0);
+    ASSERT_TRUE(WriteFromEveryCpuUntil(Mnt("busy"), [&] { return IdleThreads(server) == 0; }))
+        << "server workers stayed SCHED_IDLE beside a busy loop on every CPU";
+  }
+  EXPECT_TRUE(WaitUntil([&] {
+    (void)WriteFile(Mnt("f"), "z");
+    return IdleThreads(server) >= 1;
+  })) << "the server's workers did not go back to SCHED_IDLE once the CPUs were free";
 }
 
 TEST_P(LifecycleTest, SigintUnmountsAndExitsZero) {

@@ -1,20 +1,29 @@
-#include "frontend/cpu_contention.h"
+#include "common/cpu_contention.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/log.h"
 
-namespace ringfs::frontend {
+namespace ringfs {
 
 absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
-                                                     uint64_t ticks_per_second) {
+                                                    uint64_t ticks_per_second) {
   if (ticks_per_second == 0) return absl::InvalidArgumentError("USER_HZ of 0");
   const uint64_t ns_per_tick = 1'000'000'000 / ticks_per_second;
   std::vector<CpuTimes> out;
@@ -50,9 +59,8 @@ absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
 }
 
 absl::StatusOr<ThreadSched> ParseSchedstat(std::string_view text) {
-  std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(text.data(), text.size()), absl::ByAnyChar(" \n"),
-                     absl::SkipEmpty());
+  std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(text.data(), text.size()), absl::ByAnyChar(" \n"), absl::SkipEmpty());
   if (fields.size() < 3) return absl::InvalidArgumentError("short schedstat");
   uint64_t v[3];
   for (int i = 0; i < 3; ++i) {
@@ -117,8 +125,8 @@ bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
   ThreadSched delta;
   if (worker.cpu_ns >= s.last_worker.cpu_ns && worker.run_delay_ns >= s.last_worker.run_delay_ns &&
       worker.runs >= s.last_worker.runs) {
-    delta = {worker.cpu_ns - s.last_worker.cpu_ns,
-             worker.run_delay_ns - s.last_worker.run_delay_ns, worker.runs - s.last_worker.runs};
+    delta = {worker.cpu_ns - s.last_worker.cpu_ns, worker.run_delay_ns - s.last_worker.run_delay_ns,
+             worker.runs - s.last_worker.runs};
   }
   if (s.contended) {
     const double others = static_cast<double>(busy > delta.cpu_ns ? busy - delta.cpu_ns : 0) /
@@ -133,4 +141,43 @@ bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
   return s.contended;
 }
 
-}  // namespace ringfs::frontend
+bool CanLeaveSchedIdle() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NICE, &limit) == 0) {
+    if (limit.rlim_cur >= 20) return true;
+    if (limit.rlim_max >= 20) {
+      limit.rlim_cur = limit.rlim_max;
+      if (setrlimit(RLIMIT_NICE, &limit) == 0) return true;
+    }
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32))) != 0;
+}
+
+bool PinCurrentThread(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (int err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set); err != 0) {
+    RINGFS_LOG_WARN("cannot pin worker to CPU %d (error %d); it runs unpinned", cpu, err);
+    return false;
+  }
+  return true;
+}
+
+bool SetThreadIdle(pid_t tid, bool idle) {
+  sched_param param{};
+  // Linux schedules threads, not processes: a thread id names one thread.
+  if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &param) == 0) return true;
+  // Once: the callers retry every 200 ms (EPERM without CAP_SYS_NICE stays).
+  static std::atomic<bool> warned{false};
+  if (errno != ESRCH && !warned.exchange(true)) {
+    RINGFS_LOG_WARN("cannot make a worker thread %s: %s (logged once)",
+                    idle ? "SCHED_IDLE" : "SCHED_OTHER", std::strerror(errno));
+  }
+  return false;
+}
+
+}  // namespace ringfs

@@ -1,19 +1,21 @@
-// Whether a ring worker is starved on its CPU, so that it stops running SCHED_IDLE there
-// (queue::WorkerPriority), and when the CPU is quiet enough for it to go back.
+// Whether a worker pinned to a CPU and running SCHED_IDLE there is starved, so that it stops
+// running SCHED_IDLE, and when the CPU is quiet enough for it to go back. Used for the mount's
+// ring workers (queue::WorkerPriority) and the server's workers that serve a mount on their
+// own CPU (server/cpu_placement.h). Also the two scheduling calls both make.
 // Why: a SCHED_IDLE thread gets almost no CPU while a SCHED_OTHER thread is runnable on its CPU.
 // With a CPU-bound job on every CPU (a compute node's normal state) each request then waited
 // for the job's thread to give the CPU up: measured 7-9 ms per file created with one hog per
 // CPU against 0.5-0.8 ms with SCHED_OTHER workers or classic /dev/fuse, and 100-300 ms per
 // request in it_coherence.
 // Entering: the worker's own schedstat says it waited, on average, at least kStarvedWaitNs to
-// run each time it ran during the interval, or it did not run at all while it is runnable now. Its caller preempting it at the commit (what the idle
-// policy is for) costs what the caller computes before its next request: microseconds for an
-// I/O-bound caller, which keeps its worker SCHED_IDLE; a caller computing milliseconds between
-// requests flips it, which costs little next to those milliseconds. A CPU-bound job beside them
-// costs milliseconds and more.
-// Leaving: the CPU's busy time (user, nice, system, irq, softirq, steal; /proc/stat) minus the
-// worker's own share fell below kLeave of the interval. Judged per CPU, every sampling interval.
-// Not thread-safe: one caller (the mount's stats loop).
+// run each time it ran during the interval, or it did not run at all while it is runnable now. Its
+// caller preempting it at the commit (what the idle policy is for) costs what the caller computes
+// before its next request: microseconds for an I/O-bound caller, which keeps its worker SCHED_IDLE;
+// a caller computing milliseconds between requests flips it, which costs little next to those
+// milliseconds. A CPU-bound job beside them costs milliseconds and more. Leaving: the CPU's busy
+// time (user, nice, system, irq, softirq, steal; /proc/stat) minus the worker's own share fell
+// below kLeave of the interval. Judged per CPU, every sampling interval. CpuContention is not
+// thread-safe: one caller per instance (the mount's stats loop, the server's WorkerSchedWatch).
 #pragma once
 
 #include <sys/types.h>
@@ -25,7 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 
-namespace ringfs::frontend {
+namespace ringfs {
 
 struct CpuTimes {
   int cpu = 0;
@@ -35,7 +37,7 @@ struct CpuTimes {
 
 // The per-CPU lines ("cpuN ...") of /proc/stat. `ticks_per_second`: USER_HZ.
 absl::StatusOr<std::vector<CpuTimes>> ParseProcStat(std::string_view text,
-                                                     uint64_t ticks_per_second);
+                                                    uint64_t ticks_per_second);
 
 // A thread's /proc/.../schedstat: time run, time spent runnable waiting to run, times run (the
 // kernel adds a wait to run_delay only once the thread gets to run); and from its stat file
@@ -54,6 +56,20 @@ char ParseTaskState(std::string_view stat);
 // cannot be read: a thread that just ended, or CONFIG_SCHED_INFO=n, where only `runnable` tells).
 absl::StatusOr<std::vector<CpuTimes>> ReadCpuTimes();
 ThreadSched ReadThreadSched(pid_t tid);
+
+// Pins the calling thread; false on failure (CPU offline, outside the process's cpuset), which is
+// logged.
+bool PinCurrentThread(int cpu);
+
+// Makes thread `tid` of this process (0: the calling thread) SCHED_IDLE (`idle`) or
+// SCHED_OTHER; false on failure, the first of which is logged unless the thread has ended
+// (ESRCH). Why workers run idle: README, "Why the ring workers run SCHED_IDLE".
+bool SetThreadIdle(pid_t tid, bool idle);
+
+// Whether this process may switch a thread from SCHED_IDLE back to SCHED_OTHER (nice 0): with
+// CAP_SYS_NICE, or an RLIMIT_NICE of at least 20 (raised to its hard limit here if that is
+// enough). Going idle needs neither, so without this a thread made idle stays idle.
+bool CanLeaveSchedIdle();
 
 class CpuContention {
  public:
@@ -76,4 +92,4 @@ class CpuContention {
   absl::flat_hash_map<int, State> cpus_;
 };
 
-}  // namespace ringfs::frontend
+}  // namespace ringfs

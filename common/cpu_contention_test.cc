@@ -1,8 +1,8 @@
-#include "frontend/cpu_contention.h"
+#include "common/cpu_contention.h"
 
 #include <gtest/gtest.h>
 
-namespace ringfs::frontend {
+namespace ringfs {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
@@ -107,4 +107,4 @@ TEST(CpuContentionTest, ShortIntervalsRestartsAndCountersGoingBackJudgeNothing) 
 }
 
 }  // namespace
-}  // namespace ringfs::frontend
+}  // namespace ringfs

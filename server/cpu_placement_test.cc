@@ -1,0 +1,93 @@
+#include "server/cpu_placement.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace ringfs::server {
+namespace {
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<int> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  }
+  return out;
+}
+
+TEST(CpuPlacementTest, OneWorkerPerUsableCpuIsPinnedInOrder) {
+  const std::vector<int> cpus = AllowedCpus();
+  CpuPlacement placement = CpuPlacement::Plan(cpus.size(), /*pin=*/true);
+  for (uint32_t i = 0; i < cpus.size(); ++i) {
+    EXPECT_EQ(placement.cpu(i), cpus[i]);
+    EXPECT_EQ(placement.WorkerOn(cpus[i]), i);
+  }
+  EXPECT_EQ(placement.cpu(cpus.size()), -1);
+  EXPECT_EQ(placement.WorkerOn(CPU_SETSIZE + 1), std::nullopt) << "a queue beyond our CPUs";
+}
+
+TEST(CpuPlacementTest, AnotherWorkerCountOrNoPinningPinsNothing) {
+  const uint32_t cpus = AllowedCpus().size();
+  for (CpuPlacement placement :
+       {CpuPlacement::Plan(cpus + 1, true), CpuPlacement::Plan(cpus, false)}) {
+    EXPECT_EQ(placement.cpu(0), -1);
+    EXPECT_EQ(placement.WorkerOn(0), std::nullopt);
+    EXPECT_NE(placement.description().find("unpinned"), std::string::npos);
+  }
+}
+
+// A connected pair over the given listening socket address.
+std::pair<int, int> ConnectedPair(int family, const sockaddr* address, socklen_t length) {
+  int listener = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(bind(listener, address, length), 0);
+  EXPECT_EQ(listen(listener, 1), 0);
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof(bound);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  int client = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(client, reinterpret_cast<sockaddr*>(&bound), bound_length), 0);
+  int server = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  close(listener);
+  return {server, client};
+}
+
+TEST(PeerIsLocalTest, LoopbackAndUnixPeersAreOnThisHost) {
+  sockaddr_in v4{};
+  v4.sin_family = AF_INET;
+  v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto [server4, client4] = ConnectedPair(AF_INET, reinterpret_cast<sockaddr*>(&v4), sizeof(v4));
+  EXPECT_TRUE(PeerIsLocal(server4));
+  close(server4);
+  close(client4);
+
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_addr = in6addr_loopback;
+  int probe = socket(AF_INET6, SOCK_STREAM, 0);
+  const bool have_v6 = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&v6), sizeof(v6)) == 0;
+  if (probe >= 0) close(probe);
+  if (have_v6) {
+    auto [server6, client6] = ConnectedPair(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof(v6));
+    EXPECT_TRUE(PeerIsLocal(server6));
+    close(server6);
+    close(client6);
+  }
+
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  EXPECT_TRUE(PeerIsLocal(pair[0]));
+  close(pair[0]);
+  close(pair[1]);
+  EXPECT_FALSE(PeerIsLocal(-1)) << "not a socket";
+}
+
+}  // namespace
+}  // namespace ringfs::server
