@@ -1,11 +1,9 @@
 #include "common/cpu_contention.h"
 
 #include <fcntl.h>
-#include <linux/capability.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
@@ -142,18 +141,21 @@ bool CpuContention::Update(const CpuTimes& times, const ThreadSched& worker) {
 }
 
 bool CanLeaveSchedIdle() {
+  // Tried rather than deduced: the kernel checks CAP_SYS_NICE in the initial user namespace
+  // (capget answers for ours) and RLIMIT_NICE against the thread's own nice value.
   rlimit limit{};
-  if (getrlimit(RLIMIT_NICE, &limit) == 0) {
-    if (limit.rlim_cur >= 20) return true;
-    if (limit.rlim_max >= 20) {
-      limit.rlim_cur = limit.rlim_max;
-      if (setrlimit(RLIMIT_NICE, &limit) == 0) return true;
-    }
+  if (getrlimit(RLIMIT_NICE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NICE, &limit);
   }
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2]{};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  return (data[CAP_SYS_NICE / 32].effective & (1u << (CAP_SYS_NICE % 32))) != 0;
+  bool back = false;
+  std::thread probe([&back] {
+    sched_param param{};
+    if (sched_setscheduler(0, SCHED_IDLE, &param) != 0) return;
+    back = sched_setscheduler(0, SCHED_OTHER, &param) == 0;
+  });
+  probe.join();
+  return back;
 }
 
 bool PinCurrentThread(int cpu) {

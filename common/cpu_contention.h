@@ -66,9 +66,10 @@ bool PinCurrentThread(int cpu);
 // (ESRCH). Why workers run idle: README, "Why the ring workers run SCHED_IDLE".
 bool SetThreadIdle(pid_t tid, bool idle);
 
-// Whether this process may switch a thread from SCHED_IDLE back to SCHED_OTHER (nice 0): with
-// CAP_SYS_NICE, or an RLIMIT_NICE of at least 20 (raised to its hard limit here if that is
-// enough). Going idle needs neither, so without this a thread made idle stays idle.
+// Whether a thread of this process can switch from SCHED_IDLE back to SCHED_OTHER (it needs
+// CAP_SYS_NICE in the initial user namespace, or an RLIMIT_NICE that allows its nice value;
+// going idle needs neither, so without this a thread made idle stays idle). Tried on a
+// throwaway thread, after raising the soft RLIMIT_NICE to the hard one.
 bool CanLeaveSchedIdle();
 
 class CpuContention {
@@ -82,6 +83,8 @@ class CpuContention {
   // (zeros if none). Returns whether the worker should leave SCHED_IDLE now; the first sample of a
   // CPU says no.
   bool Update(const CpuTimes& times, const ThreadSched& worker);
+  // Forgets the CPU: its next Update is a first sample again (the worker there changed).
+  void Forget(int cpu) { cpus_.erase(cpu); }
 
  private:
   struct State {

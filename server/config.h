@@ -27,7 +27,7 @@ struct ServerConfig {
   // known issue in export_watch.h.
   bool export_watch = false;
   uint32_t workers = 1;            // worker threads, each with one io_uring
-  bool pin_workers = false;        // one per CPU when they match (cpu_placement.h); flags: on
+  bool pin_workers = false;        // place local mounts per CPU (cpu_placement.h); flags: on
   bool worker_sched_idle = true;   // pinned workers serving a local mount (worker_sched.h)
   uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
   std::string ready_file;          // written with the bound address once listening

@@ -55,10 +55,15 @@ void WorkerSchedWatch::Stop() {
   if (!thread_.joinable()) return;
   stop_.Notify();
   thread_.join();
+  // The workers close their connections next: not as idle threads beside a busy CPU.
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (idle_[i] == 1 && workers_[i]->tid() != 0) SetThreadIdle(workers_[i]->tid(), false);
+  }
 }
 
 void WorkerSchedWatch::Update() {
   if (idle_.size() != workers_.size()) idle_.assign(workers_.size(), -1);
+  if (judged_cpu_.size() != workers_.size()) judged_cpu_.assign(workers_.size(), -1);
   bool any = false;
   for (Worker* worker : workers_) any = any || worker->colocated_cpu() >= 0;
   absl::StatusOr<std::vector<CpuTimes>> cpus =
@@ -76,7 +81,12 @@ void WorkerSchedWatch::Update() {
       continue;
     }
     const int cpu = worker.colocated_cpu();
-    bool idle = cpu >= 0;
+    if (cpu != judged_cpu_[i]) {
+      // Another CPU, or none: what was sampled before says nothing about the next interval.
+      if (judged_cpu_[i] >= 0) contention_.Forget(judged_cpu_[i]);
+      judged_cpu_[i] = cpu;
+    }
+    bool idle = cpu >= 0 && !gave_up_;
     auto times = by_cpu.find(cpu);
     if (idle && times != by_cpu.end()) {
       idle = !contention_.Update(*times->second, ReadThreadSched(tid));
@@ -85,10 +95,16 @@ void WorkerSchedWatch::Update() {
     }
     if (idle_[i] == -1 && !idle) {
       idle_[i] = 0;  // never made idle by us: whatever policy it was given stays
-    } else if (idle_[i] != static_cast<int>(idle) && SetThreadIdle(tid, idle)) {
-      RINGFS_LOG_DEBUG("worker %u: %s", i, idle ? "SCHED_IDLE" : "SCHED_OTHER");
-      idle_[i] = idle;
-      worker.set_sched_idle(idle);
+    } else if (idle_[i] != static_cast<int>(idle)) {
+      if (SetThreadIdle(tid, idle)) {
+        RINGFS_LOG_DEBUG("worker %u: %s", i, idle ? "SCHED_IDLE" : "SCHED_OTHER");
+        idle_[i] = idle;
+        worker.set_sched_idle(idle);
+      } else if (!idle && !gave_up_) {
+        // It cannot come back (a right lost since the start-up check): make no other idle.
+        RINGFS_LOG_ERROR("worker %u cannot leave SCHED_IDLE; no worker is made idle any more", i);
+        gave_up_ = true;
+      }
     }
     idle_now = idle_now || idle_[i] == 1;
   }

@@ -35,7 +35,9 @@ class WorkerSchedWatch {
 
   std::vector<Worker*> workers_;
   std::vector<int> idle_;  // per worker: 1 SCHED_IDLE, 0 SCHED_OTHER, -1 not set by us yet
+  std::vector<int> judged_cpu_;  // per worker: the CPU contention_ judged it on last (-1: none)
   bool io_workers_to_check_ = false;
+  bool gave_up_ = false;  // a worker could not leave SCHED_IDLE: none is made idle again
   CpuContention contention_;
   std::thread thread_;
   absl::Notification stop_;
