@@ -196,6 +196,23 @@ class SessionFenceTest : public ::testing::Test {
     return client.ok() ? *std::move(client) : nullptr;
   }
 
+  // A connection of `client_id` that names `replaced` as the one it replaces (on `instance`;
+  // 0: the replaced one's).
+  std::unique_ptr<TestClient> Replace(const wire::ServerHello& replaced, wire::ServerHello* reply,
+                                      const std::string& client_id = kClientId,
+                                      uint64_t instance = 0) {
+    wire::ClientHello hello = DefaultHello(client_id);
+    hello.set_replaces_session(replaced.session_id());
+    hello.set_replaces_instance(instance != 0 ? instance : replaced.instance_id());
+    return Connect(hello, reply);
+  }
+
+  // Whether a GETATTR sent on `client` stays unanswered for 300 ms (the connection waits).
+  static bool GetattrWaits(TestClient& client, uint64_t unique) {
+    EXPECT_TRUE(client.Send(Frame(FUSE_GETATTR, unique, 1, Bytes(fuse_getattr_in{}))).ok());
+    return !client.Receive(std::chrono::milliseconds(300)).ok();
+  }
+
   // LOOKUP and OPEN (write-only) of `name` in the export root: {nodeid, fh}.
   std::pair<uint64_t, uint64_t> Open(TestClient& client, uint64_t unique, const std::string& name) {
     auto entry = client.Call(Frame(FUSE_LOOKUP, unique, 1, CName(name)));
@@ -236,11 +253,8 @@ TEST_F(SessionFenceTest, AWriteTheLostConnectionHadNotStartedNeverRunsAfterItsRe
   ASSERT_TRUE(AWorkerStops(holder->tid()));
   lost.reset();  // the client gives the connection up
 
-  wire::ClientHello hello = DefaultHello(kClientId);
-  hello.set_replaces_session(first.session_id());
-  hello.set_replaces_instance(first.instance_id());
   wire::ServerHello second;
-  auto next = Connect(hello, &second);
+  auto next = Replace(first, &second);
   ASSERT_NE(next, nullptr);
   ASSERT_TRUE(next->Send(WriteFrame(11, f, f_fh, old_bytes)).ok());  // the resent copy
   auto early = next->Receive(std::chrono::milliseconds(300));
@@ -288,23 +302,17 @@ TEST_F(SessionFenceTest, FileIoOfALostConnectionHoldsEveryConnectionThatReplaces
   ASSERT_TRUE(AWorkerStops(holder->tid()));
   lost.reset();  // the server sees this end; its write is still in flight
 
-  wire::ClientHello hello = DefaultHello(kClientId);
-  hello.set_replaces_session(first.session_id());
-  hello.set_replaces_instance(first.instance_id());
   wire::ServerHello second;
-  auto again = Connect(hello, &second);
+  auto again = Replace(first, &second);
   ASSERT_NE(again, nullptr);
-  ASSERT_TRUE(again->Send(Frame(FUSE_GETATTR, 20, 1, Bytes(fuse_getattr_in{}))).ok());
-  EXPECT_FALSE(again->Receive(std::chrono::milliseconds(300)).ok())
+  EXPECT_TRUE(GetattrWaits(*again, 20))
       << "a request ran while the replaced connection's write was still in flight";
   again.reset();  // lost too, before it ran anything
 
-  hello.set_replaces_session(second.session_id());
   wire::ServerHello third;
-  auto last = Connect(hello, &third);
+  auto last = Replace(second, &third);
   ASSERT_NE(last, nullptr);
-  ASSERT_TRUE(last->Send(Frame(FUSE_GETATTR, 21, 1, Bytes(fuse_getattr_in{}))).ok());
-  EXPECT_FALSE(last->Receive(std::chrono::milliseconds(300)).ok())
+  EXPECT_TRUE(GetattrWaits(*last, 21))
       << "the replacement of a replacement did not wait for the first connection";
   holder->Release();
   auto r = last->Receive();
@@ -324,11 +332,8 @@ TEST_F(SessionFenceTest, ANewConnectionOfAnIdleClientStartsAtOnce) {
   ASSERT_TRUE(alive.ok());
   // The server has not seen the old connection end (it is still open): the new one replaces
   // it, which closes it, and starts as soon as that is done.
-  wire::ClientHello hello = DefaultHello(kClientId);
-  hello.set_replaces_session(first.session_id());
-  hello.set_replaces_instance(first.instance_id());
   wire::ServerHello second;
-  auto next = Connect(hello, &second);
+  auto next = Replace(first, &second);
   ASSERT_NE(next, nullptr);
   auto r = next->Call(Frame(FUSE_GETATTR, 2, 1, Bytes(fuse_getattr_in{})));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -340,11 +345,8 @@ TEST_F(SessionFenceTest, AnotherInstancesSessionIdReplacesNothing) {
   wire::ServerHello first;
   auto kept = Connect(DefaultHello(kClientId), &first);
   ASSERT_NE(kept, nullptr);
-  wire::ClientHello hello = DefaultHello(kClientId);
-  hello.set_replaces_session(first.session_id());
-  hello.set_replaces_instance(first.instance_id() ^ 1);
   wire::ServerHello second;
-  auto next = Connect(hello, &second);
+  auto next = Replace(first, &second, kClientId, first.instance_id() ^ 1);
   ASSERT_NE(next, nullptr);
   auto r = kept->Call(Frame(FUSE_GETATTR, 1, 1, Bytes(fuse_getattr_in{})));
   ASSERT_TRUE(r.ok()) << "a session id of another instance closed a live connection";
@@ -355,11 +357,8 @@ TEST_F(SessionFenceTest, AClientCannotReplaceAnotherClientsConnection) {
   wire::ServerHello first;
   auto victim = Connect(DefaultHello("victim"), &first);
   ASSERT_NE(victim, nullptr);
-  wire::ClientHello hello = DefaultHello("intruder");
-  hello.set_replaces_session(first.session_id());
-  hello.set_replaces_instance(first.instance_id());
   wire::ServerHello second;
-  auto intruder = Connect(hello, &second);
+  auto intruder = Replace(first, &second, "intruder");
   ASSERT_NE(intruder, nullptr);
   auto r = victim->Call(Frame(FUSE_GETATTR, 1, 1, Bytes(fuse_getattr_in{})));
   ASSERT_TRUE(r.ok()) << "another client's hello closed this connection";
