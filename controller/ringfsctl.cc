@@ -136,14 +136,15 @@ void PrintInfo(const control::MountInfo& m) {
 }
 
 void PrintSession(const admin::SessionInfo& s) {
-  printf("%8lu %-40s %-22s %5u %8lu %8u %10lu %12lu %12lu\n", s.session_id(), s.client_id().c_str(),
-         s.peer().c_str(), s.queue(), s.inflight(), s.max_inflight(), s.requests_total(),
-         s.bytes_received(), s.bytes_sent());
+  printf("%8lu %-40s %-22s %-5s %5u %6u %8lu %8u %10lu %12lu %12lu\n", s.session_id(),
+         s.client_id().c_str(), s.peer().c_str(), s.this_host() ? "this" : "other", s.queue(),
+         s.worker(), s.inflight(), s.max_inflight(), s.requests_total(), s.bytes_received(),
+         s.bytes_sent());
 }
 
 void PrintSessionHeader() {
-  printf("%8s %-40s %-22s %5s %8s %8s %10s %12s %12s\n", "SESSION", "CLIENT", "PEER", "QUEUE",
-         "INFLIGHT", "MAX", "REQUESTS", "BYTES_IN", "BYTES_OUT");
+  printf("%8s %-40s %-22s %-5s %5s %6s %8s %8s %10s %12s %12s\n", "SESSION", "CLIENT", "PEER",
+         "HOST", "QUEUE", "WORKER", "INFLIGHT", "MAX", "REQUESTS", "BYTES_IN", "BYTES_OUT");
 }
 
 // 0 when something accepts a connection on the Unix socket at `path`, else the errno.

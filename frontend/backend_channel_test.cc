@@ -2,24 +2,23 @@
 // take the direct-receive path, and every kind of invalid reply.
 #include "frontend/backend_channel.h"
 
-#include <gtest/gtest.h>
-#include <sys/socket.h>
-
-#include <cstring>
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
 
-#include <netinet/in.h>
-
 #include "absl/strings/str_format.h"
 #include "common/auth_proof.h"
+#include "common/boot_id.h"
 #include "common/dir_attrs.h"
 #include "common/node_handle.h"
 #include "common/wire.h"
@@ -551,6 +550,18 @@ TEST(BackendChannelTest, NeverMoreInFlightThanTheServerAccepts) {
   EXPECT_LE(max_seen.load(), 2);
   h.reset();
   server.join();
+}
+
+// The hello names this host by its boot id: the server serves a mount of its own host on the
+// CPU of the mount's queue, and a proxy's loopback address does not fool it
+// (server/cpu_placement.h).
+TEST(BackendChannelTest, TheHelloCarriesThisHostsBootId) {
+  BackendConfig config;
+  config.queue = 1;
+  const wire::ClientHello hello = MakeClientHello(config);
+  EXPECT_EQ(hello.boot_id().size(), 36u);
+  EXPECT_EQ(hello.boot_id(), ThisBootId());
+  EXPECT_EQ(hello.queue(), 1u);
 }
 
 TEST(BackendChannelTest, WrongTokenIsRefusedClearly) {

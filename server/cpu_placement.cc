@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/boot_id.h"
 #include "common/log.h"
 
 namespace ringfs::server {
@@ -49,6 +50,12 @@ std::optional<uint32_t> CpuPlacement::WorkerOn(uint32_t cpu) const {
     if (cpus_[i] == static_cast<int>(cpu)) return i;
   }
   return std::nullopt;
+}
+
+bool ClientIsLocal(int fd, std::string_view client_boot_id) {
+  const std::string& ours = ThisBootId();
+  if (!client_boot_id.empty() && !ours.empty()) return client_boot_id == ours;
+  return PeerIsLocal(fd);
 }
 
 bool PeerIsLocal(int fd) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringfs::server {
@@ -33,10 +34,14 @@ class CpuPlacement {
   std::string description_;
 };
 
+// Whether the client of connection `fd` runs on this host. By its boot id when it sent one
+// (ClientHello.boot_id, common/boot_id.h): what any address between them says does not count.
+// Else (older clients) by PeerIsLocal.
+bool ClientIsLocal(int fd, std::string_view client_boot_id);
+
 // Whether the peer of the connected socket `fd` runs on this host: a Unix socket, or a TCP
 // peer whose address is the local end's or a loopback one (IPv4-mapped included). A proxy on
-// this host (a sidecar, ssh -L) makes a remote client look local: it is then placed by its
-// queue number and may share a SCHED_IDLE worker (harmless but for the placement).
+// this host (a sidecar, ssh -L) makes a remote client look local, which the boot id settles.
 bool PeerIsLocal(int fd);
 
 }  // namespace ringfs::server

@@ -286,12 +286,12 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
     return;
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
+  const bool same_host = ClientIsLocal(fd.get(), hello.boot_id());
   RINGFS_LOG_INFO(
       "accepted client '%s' (name '%s', %s) queue %u from %s%s as session %u "
       "(inflight %u, frame %u)%s",
       hello.client_id(), auth.client_name, FormatExportOptions(auth.options), hello.queue(), peer,
-      PeerIsLocal(fd.get()) ? " (this host)" : "", session_id, reply.max_inflight(),
-      reply.max_frame_bytes(),
+      same_host ? " (this host)" : "", session_id, reply.max_inflight(), reply.max_frame_bytes(),
       options_.tls == nullptr ? ""
       : subject.empty()       ? " over TLS"
                               : absl::StrFormat(" over TLS, certificate %s", subject));
@@ -300,7 +300,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.peer = std::move(peer);
   setup.session_id = session_id;
   setup.queue = hello.queue();
-  setup.same_host = PeerIsLocal(setup.fd.get());
+  setup.same_host = same_host;
   setup.connected_unix_ns = absl::ToUnixNanos(absl::Now());
   setup.ticket = std::move(ticket);
   setup.client = std::move(client);

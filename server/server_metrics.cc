@@ -5,6 +5,7 @@
 #include <prometheus/metric_family.h>
 #include <string.h>
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 
@@ -144,6 +145,13 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     MetricFamily sessions =
         Family("ringfs_server_sessions", "Live data connections", MetricType::Gauge);
     AddSample(sessions, {}, static_cast<double>(live.size()));
+    MetricFamily this_host =
+        Family("ringfs_server_sessions_this_host",
+               "Live data connections from a mount on this host (by its boot id, else its address)",
+               MetricType::Gauge);
+    AddSample(this_host, {},
+              static_cast<double>(std::count_if(live.begin(), live.end(),
+                                                [](const auto& s) { return s->same_host; })));
     MetricFamily inflight =
         Family("ringfs_server_inflight", "Requests of a session whose reply is not sent yet",
                MetricType::Gauge);
@@ -163,9 +171,9 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     }
 
     std::vector<MetricFamily> families;
-    for (MetricFamily* family :
-         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &invalidations,
-          &replaced, &unstarted, &fenced, &sched_idle, &sessions, &inflight, &auth_failures}) {
+    for (MetricFamily* family : {&requests, &duration, &bytes, &errors, &rejected, &replays,
+                                 &idle_closed, &invalidations, &replaced, &unstarted, &fenced,
+                                 &sched_idle, &sessions, &this_host, &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;

@@ -77,6 +77,7 @@ struct SessionStats {
   std::string peer;
   uint32_t queue = 0;   // the client's kernel queue (ClientHello.queue)
   uint32_t worker = 0;  // index of the owning worker
+  bool same_host = false;  // the client runs on this host (cpu_placement.h ClientIsLocal)
   int64_t connected_unix_ns = 0;
 
   std::atomic<uint64_t> inflight{0};  // requests whose reply is not fully sent yet

@@ -2,6 +2,7 @@
 // raw client that sends hand-built FUSE frames.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
+#include "common/boot_id.h"
 #include "common/dir_attrs.h"
 #include "common/wire.h"
 #include "server/server.h"
@@ -79,6 +82,74 @@ class WireTest : public ::testing::Test {
   std::string address_;
   uint64_t unique_ = 100;
 };
+
+// A mount sends its host's boot id: the server serves it on the worker of its queue's CPU only
+// when that is this host's, whatever the address says (a proxy on this host, a sidecar or
+// `ssh -L`, gives a remote mount a loopback address).
+TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsBootIdIsThisHosts) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  std::vector<uint32_t> cpus;
+  for (uint32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  testing::TempDir exported;
+  ServerConfig config;
+  config.export_dir = exported.path();
+  config.listen = "127.0.0.1:0";
+  config.workers = static_cast<uint32_t>(cpus.size());
+  config.pin_workers = true;
+  config.worker_sched_idle = false;  // placement only
+  Server server(config);
+  ASSERT_TRUE(server.Start().ok());
+  const uint32_t queue = cpus.back();
+  const std::optional<uint32_t> worker = CpuPlacement::Plan(config.workers, true).WorkerOn(queue);
+  ASSERT_TRUE(worker.has_value());
+
+  std::string remote = ThisBootId();
+  ASSERT_FALSE(remote.empty());
+  remote[0] = remote[0] == 'a' ? 'b' : 'a';
+  std::vector<std::unique_ptr<TestClient>> clients;
+  auto connect = [&](const std::string& boot_id, int n) {
+    for (int i = 0; i < n; ++i) {
+      wire::ClientHello hello = DefaultHello(absl::StrCat("mount-", clients.size()));
+      hello.set_queue(queue);
+      hello.set_boot_id(boot_id);
+      wire::ServerHello reply;
+      auto client = TestClient::Connect(server.bound_address(), hello, &reply);
+      ASSERT_TRUE(client.ok()) << client.status();
+      ASSERT_EQ(reply.result(), wire::ServerHello::OK);
+      clients.push_back(*std::move(client));
+    }
+  };
+  const int n = static_cast<int>(2 * cpus.size());
+  connect(remote, n);
+  connect(ThisBootId(), n);
+  connect("", 1);  // an older mount: its loopback address says this host
+  admin::ListSessionsResponse sessions;
+  // A worker lists a session once it took the connection, a moment after the handshake.
+  for (int tries = 0; tries < 500; ++tries) {
+    sessions = server.ListSessions();
+    if (sessions.sessions_size() == 2 * n + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(sessions.sessions_size(), 2 * n + 1);
+  std::set<uint32_t> remote_workers;
+  for (int i = 0; i < sessions.sessions_size(); ++i) {
+    const admin::SessionInfo& s = sessions.sessions(i);
+    if (i < n) {
+      EXPECT_FALSE(s.this_host()) << s.DebugString();
+      remote_workers.insert(s.worker());
+    } else {
+      EXPECT_TRUE(s.this_host()) << s.DebugString();
+      EXPECT_EQ(s.worker(), *worker)
+          << "served on CPU " << queue << "'s worker: " << s.DebugString();
+    }
+  }
+  EXPECT_EQ(remote_workers.size(), cpus.size()) << "a remote host's connections are spread";
+  server.Stop();
+}
 
 std::string ReadIn(uint64_t fh, uint64_t offset, uint32_t size) {
   fuse_read_in in{};

@@ -460,6 +460,7 @@ void Worker::AddConnection(ConnectionSetup setup) {
   c->stats->peer = c->setup.peer;
   c->stats->queue = c->setup.queue;
   c->stats->worker = options_.index;
+  c->stats->same_host = c->setup.same_host;
   c->stats->connected_unix_ns = c->setup.connected_unix_ns;
   c->stats->max_inflight.store(c->setup.max_inflight, std::memory_order_relaxed);
   options_.sessions->Add(c->stats);

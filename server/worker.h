@@ -45,7 +45,7 @@ struct ConnectionSetup {
   std::string peer;  // for logs and the admin service
   uint64_t session_id = 0;
   uint32_t queue = 0;  // the client's kernel queue
-  bool same_host = false;  // the client runs on this host (cpu_placement.h PeerIsLocal)
+  bool same_host = false;  // the client runs on this host (cpu_placement.h ClientIsLocal)
   // Set by the server when it gave the connection to the worker of its queue's CPU.
   bool colocated = false;
   int64_t connected_unix_ns = 0;
