@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "common/cpu_contention.h"
 #include "common/log.h"
 #include "common/status.h"
 #include "frontend/queue/ownership.h"
@@ -28,6 +29,13 @@ QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
       entries_(entries),
       backend_factory_(std::move(backend_factory)) {
   shared_.fuse_fd = fuse_fd;
+  shared_.can_leave_idle = CanLeaveSchedIdle();
+  if (!shared_.can_leave_idle) {
+    RINGFS_LOG_WARN(
+        "worker_sched=idle is off: this process could make a ring worker SCHED_IDLE but not "
+        "switch it back when other work starves it (it needs CAP_SYS_NICE or an RLIMIT_NICE of "
+        "20); the ring workers run SCHED_OTHER");
+  }
   for (size_t i = 0; i < shared_.topology.size(); ++i) {
     int cpu = shared_.topology.cpus()[i];
     stats_.push_back(std::make_unique<WorkerStats>(shared_.topology.size()));

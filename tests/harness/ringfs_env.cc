@@ -207,6 +207,7 @@ std::vector<std::string> RingfsEnv::MountArgv(const MountOptions& options,
     argv.push_back("-o");
     argv.push_back(Join(opts, ","));
   }
+  argv.insert(argv.begin(), options.wrapper.begin(), options.wrapper.end());
   return argv;
 }
 

@@ -43,6 +43,8 @@ struct MountOptions {
   bool foreground = true;           // -f; otherwise the daemonizing form.
   bool use_mount_helper = false;    // Run bin/mount.ringfs (implies !foreground).
   std::string log_level = "info";
+  // Put before the mount's command line: a launcher that execs it (e.g. setpriv).
+  std::vector<std::string> wrapper;
 };
 
 class RingfsEnv {
