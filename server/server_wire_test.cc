@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -148,6 +149,29 @@ TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsBootIdIsThisHosts) {
     }
   }
   EXPECT_EQ(remote_workers.size(), cpus.size()) << "a remote host's connections are spread";
+
+  // The worker pins itself to the CPU while it serves a local connection, and lets go after the
+  // last one: a server whose clients are remote runs where the scheduler puts it.
+  auto threads_pinned_to = [](uint32_t cpu) {
+    int pinned = 0;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      std::ifstream status(task.path() / "status");
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+          pinned += line.substr(line.find_first_not_of(" \t", 18)) == std::to_string(cpu);
+        }
+      }
+    }
+    return pinned;
+  };
+  EXPECT_EQ(threads_pinned_to(queue), 1);
+  if (cpus.size() > 1) {
+    clients.resize(n);  // the local ones hang up; the remote ones stay
+    for (int tries = 0; tries < 500 && threads_pinned_to(queue) != 0; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(threads_pinned_to(queue), 0) << "still pinned after its local connections ended";
+  }
   server.Stop();
 }
 
