@@ -136,10 +136,12 @@ void PrintInfo(const control::MountInfo& m) {
 }
 
 void PrintSession(const admin::SessionInfo& s) {
-  printf("%8lu %-40s %-22s %-5s %5u %6u %8lu %8u %10lu %12lu %12lu\n", s.session_id(),
-         s.client_id().c_str(), s.peer().c_str(), s.this_host() ? "this" : "other", s.queue(),
-         s.worker(), s.inflight(), s.max_inflight(), s.requests_total(), s.bytes_received(),
-         s.bytes_sent());
+  // "?": a server older than these fields.
+  const std::string host = !s.has_this_host() ? "?" : s.this_host() ? "this" : "other";
+  const std::string worker = s.has_worker() ? std::to_string(s.worker()) : "?";
+  printf("%8lu %-40s %-22s %-5s %5u %6s %8lu %8u %10lu %12lu %12lu\n", s.session_id(),
+         s.client_id().c_str(), s.peer().c_str(), host.c_str(), s.queue(), worker.c_str(),
+         s.inflight(), s.max_inflight(), s.requests_total(), s.bytes_received(), s.bytes_sent());
 }
 
 void PrintSessionHeader() {

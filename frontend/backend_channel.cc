@@ -12,9 +12,9 @@
 
 #include "absl/strings/str_format.h"
 #include "common/auth_proof.h"
-#include "common/boot_id.h"
 #include "common/dir_attrs.h"
 #include "common/hello_channel.h"
+#include "common/host_id.h"
 #include "common/invalidation.h"
 #include "common/log.h"
 #include "common/status.h"
@@ -84,7 +84,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_max_frame_bytes(wire::kMaxFrameBytes);
   hello.set_fuse_minor(config.fuse_minor);
   hello.set_queue(config.queue);
-  hello.set_boot_id(ThisBootId());
+  hello.set_host_id(ThisHostId());
   hello.set_entry_timeout_ns(config.entry_timeout.count());
   hello.set_attr_timeout_ns(config.attr_timeout.count());
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);

@@ -18,8 +18,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/auth_proof.h"
-#include "common/boot_id.h"
 #include "common/dir_attrs.h"
+#include "common/host_id.h"
 #include "common/node_handle.h"
 #include "common/wire.h"
 #include "proto/fuse_abi.h"
@@ -552,15 +552,15 @@ TEST(BackendChannelTest, NeverMoreInFlightThanTheServerAccepts) {
   server.join();
 }
 
-// The hello names this host by its boot id: the server serves a mount of its own host on the
-// CPU of the mount's queue, and a proxy's loopback address does not fool it
+// The hello names this host (a digest of its boot id): the server serves a mount of its own host on
+// the CPU of the mount's queue, and a proxy's loopback address does not fool it
 // (server/cpu_placement.h).
-TEST(BackendChannelTest, TheHelloCarriesThisHostsBootId) {
+TEST(BackendChannelTest, TheHelloCarriesThisHostsId) {
   BackendConfig config;
   config.queue = 1;
   const wire::ClientHello hello = MakeClientHello(config);
-  EXPECT_EQ(hello.boot_id().size(), 36u);
-  EXPECT_EQ(hello.boot_id(), ThisBootId());
+  EXPECT_EQ(hello.host_id().size(), 32u);
+  EXPECT_EQ(hello.host_id(), ThisHostId());
   EXPECT_EQ(hello.queue(), 1u);
 }
 

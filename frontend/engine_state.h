@@ -102,9 +102,10 @@ struct EngineShared {
 
   int fuse_fd = -1;
   // Whether a thread of this process can switch from SCHED_IDLE back to SCHED_OTHER
-  // (CanLeaveSchedIdle): without that right a worker made idle would stay idle beside a CPU-bound
-  // job, so worker_sched=idle is not followed. Set before the workers start.
-  bool can_leave_idle = true;
+  // (CanLeaveSchedIdle, tried the first time worker_sched=idle is applied, before any worker gets
+  // that state): without that right a worker made idle would stay idle beside a CPU-bound job,
+  // so worker_sched=idle is not followed.
+  std::atomic<bool> can_leave_idle{true};
   const queue::Topology topology;
   EntryRegistry registry;
   // The io_uring fd of each running worker, target of MSG_RING handoffs.

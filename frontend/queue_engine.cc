@@ -29,13 +29,6 @@ QueueEngine::QueueEngine(queue::Topology topology, int fuse_fd, Entries entries,
       entries_(entries),
       backend_factory_(std::move(backend_factory)) {
   shared_.fuse_fd = fuse_fd;
-  shared_.can_leave_idle = CanLeaveSchedIdle();
-  if (!shared_.can_leave_idle) {
-    RINGFS_LOG_WARN(
-        "worker_sched=idle is off: this process could make a ring worker SCHED_IDLE but not "
-        "switch it back when other work starves it (it needs CAP_SYS_NICE or an RLIMIT_NICE of "
-        "20); the ring workers run SCHED_OTHER");
-  }
   for (size_t i = 0; i < shared_.topology.size(); ++i) {
     int cpu = shared_.topology.cpus()[i];
     stats_.push_back(std::make_unique<WorkerStats>(shared_.topology.size()));
@@ -78,6 +71,19 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
   }
   const queue::Topology& topology = shared_.topology;
   RETURN_IF_ERROR(queue::Validate(config, topology));
+  if (config.worker_priority == queue::WorkerPriority::kIdle && !idle_probed_) {
+    idle_probed_ = true;
+    // A probe thread that goes SCHED_IDLE and back: a millisecond or so, more on a CPU a
+    // compute job keeps busy.
+    const bool can_leave_idle = CanLeaveSchedIdle();
+    shared_.can_leave_idle.store(can_leave_idle, std::memory_order_release);
+    if (!can_leave_idle) {
+      RINGFS_LOG_WARN(
+          "worker_sched=idle is off: this process could make a ring worker SCHED_IDLE but not "
+          "switch it back when other work starves it (it needs CAP_SYS_NICE or an RLIMIT_NICE "
+          "of 20); the ring workers run SCHED_OTHER");
+    }
+  }
   ASSIGN_OR_RETURN(std::vector<int> owners, queue::ComputeOwners(topology, config.active_cpus));
 
   auto state = std::make_shared<EngineState>();
@@ -159,7 +165,10 @@ absl::Status QueueEngine::ApplyLocked(const queue::QueueConfig& config, bool ini
 
 void QueueEngine::WatchContention() {
   bool any_idle = false;
-  for (auto& worker : workers_) any_idle = any_idle || (worker->wants_idle() && worker->tid() != 0);
+  if (shared_.can_leave_idle.load(std::memory_order_acquire)) {
+    for (auto& worker : workers_)
+      any_idle = any_idle || (worker->wants_idle() && worker->tid() != 0);
+  }
   absl::StatusOr<std::vector<CpuTimes>> cpus =
       any_idle ? ReadCpuTimes() : absl::StatusOr<std::vector<CpuTimes>>(std::vector<CpuTimes>());
   absl::flat_hash_map<int, const CpuTimes*> by_cpu;

@@ -77,6 +77,8 @@ class QueueEngine {
   queue::QueueConfig config_ ABSL_GUARDED_BY(apply_mu_);
   std::shared_ptr<const EngineState> state_ ABSL_GUARDED_BY(apply_mu_);
   bool stopped_ ABSL_GUARDED_BY(apply_mu_) = false;
+  // CanLeaveSchedIdle was tried (EngineShared::can_leave_idle holds the answer).
+  bool idle_probed_ ABSL_GUARDED_BY(apply_mu_) = false;
 };
 
 }  // namespace ringfs::frontend

@@ -349,7 +349,8 @@ void RingWorker::EnforcePolicy() {
   absl::MutexLock lock(&policy_mu_);
   const pid_t tid = tid_.load(std::memory_order_acquire);
   const bool idle = wants_idle_.load(std::memory_order_acquire) &&
-                    !contended_.load(std::memory_order_acquire) && shared_->can_leave_idle;
+                    !contended_.load(std::memory_order_acquire) &&
+                    shared_->can_leave_idle.load(std::memory_order_acquire);
   int policy = tid != 0 ? sched_getscheduler(tid) : -1;  // -1: no thread, or it has just ended
   if (policy >= 0 && (policy == SCHED_IDLE) != idle && SetThreadIdle(tid, idle)) {
     policy = idle ? SCHED_IDLE : SCHED_OTHER;

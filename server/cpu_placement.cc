@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "common/boot_id.h"
+#include "common/host_id.h"
 #include "common/log.h"
 
 namespace ringfs::server {
@@ -52,9 +52,9 @@ std::optional<uint32_t> CpuPlacement::WorkerOn(uint32_t cpu) const {
   return std::nullopt;
 }
 
-bool ClientIsLocal(int fd, std::string_view client_boot_id) {
-  const std::string& ours = ThisBootId();
-  if (!client_boot_id.empty() && !ours.empty()) return client_boot_id == ours;
+bool ClientIsLocal(int fd, std::string_view client_host_id) {
+  const std::string& ours = ThisHostId();
+  if (!client_host_id.empty() && !ours.empty()) return client_host_id == ours;
   return PeerIsLocal(fd);
 }
 

@@ -34,14 +34,14 @@ class CpuPlacement {
   std::string description_;
 };
 
-// Whether the client of connection `fd` runs on this host. By its boot id when it sent one
-// (ClientHello.boot_id, common/boot_id.h): what any address between them says does not count.
+// Whether the client of connection `fd` runs on this host. By the host id it sent, if any
+// (ClientHello.host_id, common/host_id.h): what any address between them says does not count.
 // Else (older clients) by PeerIsLocal.
-bool ClientIsLocal(int fd, std::string_view client_boot_id);
+bool ClientIsLocal(int fd, std::string_view client_host_id);
 
 // Whether the peer of the connected socket `fd` runs on this host: a Unix socket, or a TCP
 // peer whose address is the local end's or a loopback one (IPv4-mapped included). A proxy on
-// this host (a sidecar, ssh -L) makes a remote client look local, which the boot id settles.
+// this host (a sidecar, ssh -L) makes a remote client look local, which the host id settles.
 bool PeerIsLocal(int fd);
 
 }  // namespace ringfs::server

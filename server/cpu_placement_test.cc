@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/boot_id.h"
+#include "common/host_id.h"
 
 namespace ringfs::server {
 namespace {
@@ -92,20 +92,20 @@ TEST(PeerIsLocalTest, LoopbackAndUnixPeersAreOnThisHost) {
   EXPECT_FALSE(PeerIsLocal(-1)) << "not a socket";
 }
 
-TEST(ClientIsLocalTest, TheBootIdTheClientSentDecidesOverItsAddress) {
-  const std::string& ours = ThisBootId();
+TEST(ClientIsLocalTest, TheHostIdTheClientSentDecidesOverItsAddress) {
+  const std::string& ours = ThisHostId();
   ASSERT_FALSE(ours.empty());
   std::string other = ours;
   other[0] = other[0] == '0' ? '1' : '0';
   int pair[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
-  // A Unix peer is local by its address; a remote host's boot id says it came through a proxy.
+  // A Unix peer is local by its address; a remote host's id says it came through a proxy.
   EXPECT_FALSE(ClientIsLocal(pair[0], other));
   EXPECT_TRUE(ClientIsLocal(pair[0], ours));
   EXPECT_TRUE(ClientIsLocal(pair[0], "")) << "an older client: its address decides";
   close(pair[0]);
   close(pair[1]);
-  // Not a socket, so no address says local: this host's boot id does (a container's own network
+  // Not a socket, so no address says local: this host's id does (a container's own network
   // namespace makes a local mount's address look remote).
   EXPECT_TRUE(ClientIsLocal(-1, ours));
   EXPECT_FALSE(ClientIsLocal(-1, ""));

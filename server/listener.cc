@@ -286,7 +286,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
     return;
   }
   TuneDataSocket(fd.get(), !unix_path_.empty());
-  const bool same_host = ClientIsLocal(fd.get(), hello.boot_id());
+  const bool same_host = ClientIsLocal(fd.get(), hello.host_id());
   RINGFS_LOG_INFO(
       "accepted client '%s' (name '%s', %s) queue %u from %s%s as session %u "
       "(inflight %u, frame %u)%s",

@@ -147,7 +147,7 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     AddSample(sessions, {}, static_cast<double>(live.size()));
     MetricFamily this_host =
         Family("ringfs_server_sessions_this_host",
-               "Live data connections from a mount on this host (by its boot id, else its address)",
+               "Live data connections from a mount on this host (by its host id, else its address)",
                MetricType::Gauge);
     AddSample(this_host, {},
               static_cast<double>(std::count_if(live.begin(), live.end(),

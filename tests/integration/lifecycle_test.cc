@@ -195,9 +195,15 @@ size_t IdleThreads(pid_t pid) {
 // mount and the server then keep every thread SCHED_OTHER, and say so.
 TEST_P(LifecycleTest, WithoutTheRightToLeaveSchedIdleNoWorkerGoesIdle) {
   if (GetParam() == "classic") GTEST_SKIP() << "classic workers never run SCHED_IDLE";
-  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "no setpriv (util-linux)";
-  const std::vector<std::string> no_nice = {"/usr/bin/setpriv", "--bounding-set", "-sys_nice",
-                                            "--inh-caps", "-sys_nice"};
+  // Both rights gone: CAP_SYS_NICE (setpriv) and a hard RLIMIT_NICE that would allow nice 0
+  // (prlimit; a host may set one, and the probe raises the soft limit to it).
+  if (std::system("/usr/bin/prlimit --nice=0:0 /usr/bin/setpriv --bounding-set -sys_nice "
+                  "--inh-caps -sys_nice /bin/true") != 0) {
+    GTEST_SKIP() << "cannot drop CAP_SYS_NICE here (no prlimit/setpriv, or no CAP_SETPCAP)";
+  }
+  const std::vector<std::string> no_nice = {"/usr/bin/prlimit", "--nice=0:0", "/usr/bin/setpriv",
+                                            "--bounding-set",   "-sys_nice",  "--inh-caps",
+                                            "-sys_nice"};
   ASSERT_TRUE(env_->Unmount());
   ASSERT_TRUE(env_->StopServer());
   ServerOptions server_options = ServerOpts();
