@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/cpu_contention.h"
 #include "common/dir_attrs.h"
 #include "common/host_id.h"
 #include "common/wire.h"
@@ -179,6 +180,63 @@ TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsHostIdIsThisHosts) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(threads_pinned_to(queue), 0) << "still pinned after its local connections ended";
+  server.Stop();
+}
+
+// Threads of this process running SCHED_IDLE.
+int IdleThreadsOfThisProcess() {
+  int idle = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    idle += sched_getscheduler(std::stoi(task.path().filename().string())) == SCHED_IDLE;
+  }
+  return idle;
+}
+
+// A placed worker runs SCHED_IDLE while it serves a mount of this host on a quiet CPU (the
+// caller then keeps the CPU: README, "A server on the same host"), and SCHED_OTHER again once it
+// serves none: remote clients are not served by an idle thread (server/worker_sched.h).
+TEST(PlacementWireTest, AWorkerRunsSchedIdleOnlyWhileItServesThisHost) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  if (!CanLeaveSchedIdle()) GTEST_SKIP() << "no right to leave SCHED_IDLE: the server idles none";
+  testing::TempDir exported;
+  ServerConfig config;
+  config.export_dir = exported.path();
+  config.listen = "127.0.0.1:0";
+  config.workers = static_cast<uint32_t>(CPU_COUNT(&set));
+  config.pin_workers = true;
+  config.worker_sched_idle = true;
+  Server server(config);
+  ASSERT_TRUE(server.Start().ok());
+  uint32_t queue = 0;
+  while (!CPU_ISSET(queue, &set)) ++queue;
+  auto wait_for = [](auto done) {
+    for (int tries = 0; tries < 500 && !done(); ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return done();
+  };
+  ASSERT_EQ(IdleThreadsOfThisProcess(), 0);
+  wire::ClientHello hello = DefaultHello("mount");
+  hello.set_queue(queue);
+  hello.set_host_id(ThisHostId());
+  wire::ServerHello reply;
+  auto local = TestClient::Connect(server.bound_address(), hello, &reply);
+  ASSERT_TRUE(local.ok()) << local.status();
+  hello.set_host_id(std::string(32, 'f'));  // another host's
+  auto remote = TestClient::Connect(server.bound_address(), hello, &reply);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  // The test's own threads sleep: the CPU is quiet unless the machine is busy elsewhere, when
+  // the watch rightly keeps the worker SCHED_OTHER; so only what follows is asserted hard.
+  const bool went_idle = wait_for([] { return IdleThreadsOfThisProcess() == 1; });
+  if (!went_idle) {
+    server.Stop();
+    GTEST_SKIP() << "the CPU was never quiet for 5 s";
+  }
+  local->reset();  // the mount of this host goes; the remote one stays
+  EXPECT_TRUE(wait_for([] { return IdleThreadsOfThisProcess() == 0; }))
+      << "a worker left serving only another host's mount still runs SCHED_IDLE";
   server.Stop();
 }
 
