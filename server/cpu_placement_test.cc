@@ -11,20 +11,12 @@
 #include <vector>
 
 #include "common/host_id.h"
+#include "server/test_client.h"
 
 namespace ringfs::server {
 namespace {
 
-std::vector<int> AllowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  EXPECT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  std::vector<int> out;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
-  }
-  return out;
-}
+using testing::AllowedCpus;
 
 TEST(CpuPlacementTest, OneWorkerPerUsableCpuIsPinnedInOrder) {
   const std::vector<int> cpus = AllowedCpus();

@@ -86,27 +86,29 @@ class WireTest : public ::testing::Test {
   uint64_t unique_ = 100;
 };
 
+// A server with one worker per CPU of `cpus`, placed (the daemon's defaults), on 127.0.0.1.
+ServerConfig PlacedConfig(const std::string& export_dir, const std::vector<int>& cpus,
+                          bool sched_idle) {
+  ServerConfig config;
+  config.export_dir = export_dir;
+  config.listen = "127.0.0.1:0";
+  config.workers = static_cast<uint32_t>(cpus.size());
+  config.pin_workers = true;
+  config.worker_sched_idle = sched_idle;
+  return config;
+}
+
 // A mount sends its host's id: the server serves it on the worker of its queue's CPU only when
 // that is this host's, whatever the address says (a proxy on this host, a sidecar or `ssh -L`,
 // gives a remote mount a loopback address).
 TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsHostIdIsThisHosts) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
-  std::vector<uint32_t> cpus;
-  for (uint32_t cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
+  const std::vector<int> cpus = testing::AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
   testing::TempDir exported;
-  ServerConfig config;
-  config.export_dir = exported.path();
-  config.listen = "127.0.0.1:0";
-  config.workers = static_cast<uint32_t>(cpus.size());
-  config.pin_workers = true;
-  config.worker_sched_idle = false;  // placement only
+  const ServerConfig config = PlacedConfig(exported.path(), cpus, /*sched_idle=*/false);
   Server server(config);
   ASSERT_TRUE(server.Start().ok());
-  const uint32_t queue = cpus.back();
+  const auto queue = static_cast<uint32_t>(cpus.back());
   const std::optional<uint32_t> worker = CpuPlacement::Plan(config.workers, true).WorkerOn(queue);
   ASSERT_TRUE(worker.has_value());
 
@@ -196,21 +198,13 @@ int IdleThreadsOfThisProcess() {
 // caller then keeps the CPU: README, "A server on the same host"), and SCHED_OTHER again once it
 // serves none: remote clients are not served by an idle thread (server/worker_sched.h).
 TEST(PlacementWireTest, AWorkerRunsSchedIdleOnlyWhileItServesThisHost) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const std::vector<int> cpus = testing::AllowedCpus();
+  ASSERT_FALSE(cpus.empty());
   if (!CanLeaveSchedIdle()) GTEST_SKIP() << "no right to leave SCHED_IDLE: the server idles none";
   testing::TempDir exported;
-  ServerConfig config;
-  config.export_dir = exported.path();
-  config.listen = "127.0.0.1:0";
-  config.workers = static_cast<uint32_t>(CPU_COUNT(&set));
-  config.pin_workers = true;
-  config.worker_sched_idle = true;
-  Server server(config);
+  Server server(PlacedConfig(exported.path(), cpus, /*sched_idle=*/true));
   ASSERT_TRUE(server.Start().ok());
-  uint32_t queue = 0;
-  while (!CPU_ISSET(queue, &set)) ++queue;
+  const auto queue = static_cast<uint32_t>(cpus.front());
   auto wait_for = [](auto done) {
     for (int tries = 0; tries < 500 && !done(); ++tries) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));

@@ -1,6 +1,7 @@
 #include "server/test_client.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -33,6 +34,17 @@ std::string Frame(uint32_t opcode, uint64_t unique, uint64_t nodeid, const std::
   header.gid = gid;
   header.pid = 1;
   return Bytes(header) + args;
+}
+
+std::vector<int> AllowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  }
+  return out;
 }
 
 wire::ClientHello DefaultHello(const std::string& client_id) {

@@ -3,12 +3,13 @@
 #pragma once
 
 #include <chrono>
-#include <filesystem>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
@@ -53,6 +54,10 @@ struct Reply {
 };
 
 wire::ClientHello DefaultHello(const std::string& client_id = "test-client");
+
+// The CPUs this process may run on (its affinity set), ascending: what the server's default
+// --workers counts and places workers on (cpu_placement.h).
+std::vector<int> AllowedCpus();
 
 class TestClient {
  public:
