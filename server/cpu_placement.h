@@ -6,6 +6,8 @@
 // crosses to another, a cross-CPU wake-up being what a small request costs most (README, "A
 // server on the same host"). Connections from elsewhere are spread round robin (another
 // host's CPU numbers say nothing about ours), and a worker serving only those is not pinned.
+// Nor is one while it moves bulk data (Worker::JudgeWindow: large requests at a high rate),
+// whose cost is copying at both ends, which one CPU would serialise.
 // Immutable after Plan(); any thread.
 #pragma once
 

@@ -137,6 +137,14 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     for (size_t i = 0; i < workers_.size(); ++i) {
       AddSample(sched_idle, {{"worker", absl::StrCat(i)}}, Read(workers_[i]->sched_idle));
     }
+    MetricFamily bulk = Family(
+        "ringfs_server_worker_bulk",
+        "1 while the worker moves bulk data (large requests at a high rate) and so is not pinned "
+        "to the CPU of the mount on this host it serves",
+        MetricType::Gauge);
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      AddSample(bulk, {{"worker", absl::StrCat(i)}}, Read(workers_[i]->bulk));
+    }
     AddSample(replaced, {}, replaced_count);
     AddSample(unstarted, {}, unstarted_count);
     AddSample(fenced, {}, fenced_count);
@@ -171,9 +179,10 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     }
 
     std::vector<MetricFamily> families;
-    for (MetricFamily* family : {&requests, &duration, &bytes, &errors, &rejected, &replays,
-                                 &idle_closed, &invalidations, &replaced, &unstarted, &fenced,
-                                 &sched_idle, &sessions, &this_host, &inflight, &auth_failures}) {
+    for (MetricFamily* family :
+         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &invalidations,
+          &replaced, &unstarted, &fenced, &sched_idle, &bulk, &sessions, &this_host, &inflight,
+          &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;

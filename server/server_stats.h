@@ -64,6 +64,9 @@ struct WorkerStats {
   // 1 while the worker thread runs SCHED_IDLE. The one counter written by another thread: the
   // server's WorkerSchedWatch, its only writer.
   std::atomic<uint64_t> sched_idle{0};
+  // 1 while the worker moves bulk data and so left the CPU of the mount it serves
+  // (cpu_placement.h).
+  std::atomic<uint64_t> bulk{0};
   // Invalidation records queued for other clients by this worker's requests (coherence.h).
   std::atomic<uint64_t> invalidations_pushed{0};
 };

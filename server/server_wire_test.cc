@@ -98,6 +98,20 @@ ServerConfig PlacedConfig(const std::string& export_dir, const std::vector<int>&
   return config;
 }
 
+// Threads of this process whose affinity is exactly `cpu`.
+int ThreadsPinnedTo(uint32_t cpu) {
+  int pinned = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+        pinned += line.substr(line.find_first_not_of(" \t", 18)) == std::to_string(cpu);
+      }
+    }
+  }
+  return pinned;
+}
+
 // A mount sends its host's id: the server serves it on the worker of its queue's CPU only when
 // that is this host's, whatever the address says (a proxy on this host, a sidecar or `ssh -L`,
 // gives a remote mount a loopback address).
@@ -164,24 +178,12 @@ TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsHostIdIsThisHosts) {
 
   // The worker pins itself to the CPU while it serves a local connection, and lets go after the
   // last one: a server whose clients are remote runs where the scheduler puts it.
-  auto threads_pinned_to = [](uint32_t cpu) {
-    int pinned = 0;
-    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-      std::ifstream status(task.path() / "status");
-      for (std::string line; std::getline(status, line);) {
-        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
-          pinned += line.substr(line.find_first_not_of(" \t", 18)) == std::to_string(cpu);
-        }
-      }
-    }
-    return pinned;
-  };
-  EXPECT_EQ(threads_pinned_to(queue), 1);
+  EXPECT_EQ(ThreadsPinnedTo(queue), 1);
   clients.resize(n);  // the local ones hang up; the remote ones stay
-  for (int tries = 0; tries < 500 && threads_pinned_to(queue) != 0; ++tries) {
+  for (int tries = 0; tries < 500 && ThreadsPinnedTo(queue) != 0; ++tries) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(threads_pinned_to(queue), 0) << "still pinned after its local connections ended";
+  EXPECT_EQ(ThreadsPinnedTo(queue), 0) << "still pinned after its local connections ended";
   server.Stop();
 }
 
@@ -248,6 +250,71 @@ std::string WriteIn(uint64_t fh, uint64_t offset, const std::string& data) {
   in.offset = offset;
   in.size = static_cast<uint32_t>(data.size());
   return Bytes(in) + data;
+}
+
+// A placed worker that moves bulk data (large reads here) leaves its mount's CPU, where both
+// ends of every copy would share one CPU, and comes back once the requests are small again
+// (server/cpu_placement.h).
+TEST(PlacementWireTest, AWorkerMovingBulkDataLeavesTheCpuAndComesBack) {
+  const std::vector<int> cpus = testing::AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: every thread runs on it";
+  testing::TempDir exported;
+  {
+    std::ofstream file(exported.Join("big"), std::ios::binary);
+    const std::string mib(1 << 20, 'x');
+    for (int i = 0; i < 8; ++i) file << mib;
+  }
+  // Readable by the squashed caller (the export's default root_squash).
+  ::chmod(exported.path().c_str(), 0755);
+  ::chmod(exported.Join("big").c_str(), 0644);
+  Server server(PlacedConfig(exported.path(), cpus, /*sched_idle=*/false));
+  ASSERT_TRUE(server.Start().ok());
+  const auto queue = static_cast<uint32_t>(cpus.back());
+  wire::ClientHello hello = DefaultHello("mount");
+  hello.set_queue(queue);
+  hello.set_host_id(ThisHostId());
+  wire::ServerHello reply;
+  auto connected = TestClient::Connect(server.bound_address(), hello, &reply);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  ASSERT_EQ(reply.result(), wire::ServerHello::OK);
+  TestClient& client = **connected;
+  auto call = [&](const std::string& frame) {
+    absl::StatusOr<Reply> r = client.Call(frame);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : Reply{};
+  };
+  uint64_t unique = 1;
+  Reply r = call(Frame(FUSE_LOOKUP, ++unique, 1, CName("big")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in open_in{};
+  open_in.flags = O_RDONLY;
+  r = call(Frame(FUSE_OPEN, ++unique, node, Bytes(open_in)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t fh = r.As<fuse_open_out>().fh;
+  EXPECT_EQ(ThreadsPinnedTo(queue), 1) << "placed while it serves this host's mount";
+
+  // 1 MiB reads, one at a time, until the worker lets go of the CPU (at 160 MB/s for 200 ms).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  uint64_t offset = 0;
+  while (ThreadsPinnedTo(queue) != 0 && std::chrono::steady_clock::now() < deadline) {
+    r = call(Frame(FUSE_READ, ++unique, node, ReadIn(fh, offset, 1 << 20)));
+    ASSERT_EQ(r.header.error, 0);
+    ASSERT_EQ(r.body.size(), size_t{1} << 20);
+    offset = (offset + (1 << 20)) % (8 << 20);
+  }
+  EXPECT_EQ(ThreadsPinnedTo(queue), 0) << "still pinned while it moves 1 MiB reads";
+
+  // Small requests again: after a window of them it is placed again.
+  fuse_getattr_in getattr{};
+  for (int i = 0; i < 5000 && ThreadsPinnedTo(queue) != 1; ++i) {
+    r = call(Frame(FUSE_GETATTR, ++unique, node, Bytes(getattr)));
+    ASSERT_EQ(r.header.error, 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  EXPECT_EQ(ThreadsPinnedTo(queue), 1) << "not placed again once the requests were small";
+  connected->reset();
+  server.Stop();
 }
 
 struct PlusEntry {

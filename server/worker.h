@@ -197,6 +197,12 @@ class Worker {
   void SetInflight(Connection* c, uint32_t inflight);
   void QueueReply(Connection* c, Buffer* reply);
   void MaybePostSend(Connection* c);
+  // Pins the thread to options_.cpu while it serves a connection from this host and moves no
+  // bulk data, unpins it otherwise; colocated_cpu_ says which.
+  void ApplyPin();
+  // Ends the traffic window once kBulkWindowNs are over and judges it: a worker that moves
+  // large requests at a high rate leaves its mount's CPU (cpu_placement.h).
+  void JudgeWindow(uint64_t now_ns);
   void Close(Connection* c, const char* why);
   // Close for a connection that a new one of its client replaced (session_fence.h);
   // `dropping`: a frame of it is not run for that reason.
@@ -225,6 +231,11 @@ class Worker {
   // had before it pinned itself for them.
   uint32_t colocated_ = 0;
   cpu_set_t unpinned_affinity_{};
+  // Bulk transfers leave the CPU (NoteTraffic): bytes and requests of the current window.
+  bool bulk_ = false;
+  uint64_t window_start_ns_ = 0;
+  uint64_t window_bytes_ = 0;
+  uint64_t window_requests_ = 0;
 
   // Worker-thread state.
   io_uring ring_{};
