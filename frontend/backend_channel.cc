@@ -294,16 +294,22 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     // What was gathered goes along. An early WRITE is not held back: its file's close waits
     // for it.
     gathering_ = false;
-  } else if (!gathering_ && !flush_armed_) {
+  } else if (!gathering_) {
+    // A new batch. The timer armed for an earlier one, still running, ends it too: sooner
+    // than detached_batch_wait, never later, and a stream of batches cut short by other
+    // requests costs one timer per detached_batch_wait, not one per batch.
     gathering_ = true;
     detached_gathered_ = 1;
-    flush_armed_ = true;
-    flush_.tv_sec = 0;
-    flush_.tv_nsec = kDetachedBatchNs;
-    io_uring_sqe* sqe = GetSqe(ring_);
-    io_uring_prep_timeout(sqe, &flush_, 0, 0);
-    io_uring_sqe_set_data64(sqe, Tag(Op::kFlush));
-  } else if (gathering_ && ++detached_gathered_ >= kDetachedBatch) {
+    if (!flush_armed_) {
+      flush_armed_ = true;
+      const int64_t wait = config_.detached_batch_wait.count();
+      flush_.tv_sec = wait / 1'000'000'000;
+      flush_.tv_nsec = wait % 1'000'000'000;
+      io_uring_sqe* sqe = GetSqe(ring_);
+      io_uring_prep_timeout(sqe, &flush_, 0, 0);
+      io_uring_sqe_set_data64(sqe, Tag(Op::kFlush));
+    }
+  } else if (++detached_gathered_ >= kDetachedBatch) {
     gathering_ = false;
   }
   FillWindow();

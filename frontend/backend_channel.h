@@ -97,6 +97,9 @@ struct BackendConfig {
   bool direct_write_only = false;
   // Unlinks answered before the server ran them (the async_unlink option); null: off.
   AsyncRemovals* async = nullptr;
+  // The longest a detached record waits for its batch (BackendChannel::kDetachedBatch): tests
+  // lengthen it to look at a batch while it gathers.
+  std::chrono::nanoseconds detached_batch_wait{std::chrono::milliseconds(1)};
 };
 
 // The name the server's certificate must carry (BackendConfig::tls_name or the address's host).
@@ -221,7 +224,7 @@ class BackendChannel {
     kTlsRecv = 9,
     kTlsSend = 10,
     kTlsWake = 11,
-    // The end of the wait that gathers detached records into one send (kDetachedBatchNs).
+    // The end of the wait that gathers detached records into one send (detached_batch_wait).
     kFlush = 12,
     // A read of gate_fd_: an early unlink another channel carried was answered (AsyncRemovals).
     kGateWake = 13,
@@ -290,11 +293,11 @@ class BackendChannel {
   static constexpr uint64_t kDrainOver = ~0ull;  // KeepForDetached gave up
   // Detached records owed longer than this are logged (again at most this often).
   static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
-  // Detached records are sent kDetachedBatch at a time, or kDetachedBatchNs after the first
-  // waited (sooner with any other request): the caller does not wait for them, and each send
-  // wakes the server, which on loopback costs the mount's CPU more than the unlink itself.
+  // Detached records are sent kDetachedBatch at a time, or at most
+  // BackendConfig::detached_batch_wait after the first waited (sooner with any other request):
+  // the caller does not wait for them, and each send wakes the server, which on loopback costs
+  // the mount's CPU more than the unlink itself.
   static constexpr uint32_t kDetachedBatch = 16;
-  static constexpr int64_t kDetachedBatchNs = 1'000'000;
   static constexpr uint32_t kNotify = ~1u;  // current_slot_ of a handle notification
   // Uniques of reclaim frames; the kernel's never have the top bit set.
   static constexpr uint64_t kReclaimUnique = uint64_t{1} << 63;

@@ -134,11 +134,11 @@ struct Answer {
 class Harness : public ReplySink {
  public:
   explicit Harness(const SocketAddress& address, std::string token = "",
-                   DirAttrCache* dir_attrs = nullptr,
-                   milliseconds timeout = milliseconds(3000),
+                   DirAttrCache* dir_attrs = nullptr, milliseconds timeout = milliseconds(3000),
                    InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
                    ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
-                   CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr) {
+                   CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr,
+                   std::chrono::nanoseconds batch_wait = milliseconds(1)) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -154,6 +154,7 @@ class Harness : public ReplySink {
     config.notifier = notifier;
     config.dirs = dirs;
     config.async = async;
+    config.detached_batch_wait = batch_wait;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -1099,8 +1100,10 @@ bool ArrivesWithin(int fd, int ms) {
 // directory 7's attributes just learned.
 struct AsyncHarness {
   explicit AsyncHarness(const SocketAddress& address, milliseconds timeout = milliseconds(3000),
-                        InterruptBoard* interrupts = nullptr)
-      : h(address, "", &cache, timeout, interrupts, nullptr, nullptr, nullptr, nullptr, &async) {
+                        InterruptBoard* interrupts = nullptr,
+                        std::chrono::nanoseconds batch_wait = milliseconds(1))
+      : h(address, "", &cache, timeout, interrupts, nullptr, nullptr, nullptr, nullptr, &async,
+          batch_wait) {
     h.WaitConnected();
     async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());
   }
@@ -1142,6 +1145,85 @@ TEST(BackendChannelTest, WhatFollowsAnEarlyUnlinkWaitsForItsAnswer) {
   EXPECT_EQ(h.channel().detached(), 0u);
   // Its post-op attributes were learned like any other's.
   EXPECT_EQ(async.Begin(7, MonotonicNs()) > 0, true);
+}
+
+// A server that answers every request and lists the opcodes in the order they arrived.
+class AnsweringServer {
+ public:
+  AnsweringServer()
+      : server_([this](int fd) {
+          for (;;) {
+            fuse_in_header in = ReadRequest(fd);
+            if (in.unique == 0) return;
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              opcodes_.push_back(in.opcode);
+            }
+            WriteReply(fd, in.unique, in.opcode == FUSE_UNLINK ? 0 : -ENOENT,
+                       in.opcode == FUSE_UNLINK ? Trailer(7, 100) : "");
+          }
+        }) {}
+  const SocketAddress& address() const { return server_.address(); }
+  std::vector<uint32_t> opcodes() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return opcodes_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<uint32_t> opcodes_;
+  ScriptedServer server_;  // last: its thread uses the members above
+};
+
+// Early unlinks wait for their batch: the next other request takes them along. A batch that
+// starts while the wait of the one before is still running (that one was cut short by another
+// request) gathers too; it used to go one unlink per send until that wait ended.
+TEST(BackendChannelTest, EarlyUnlinksGatherAgainAfterABatchWasCutShort) {
+  AnsweringServer server;
+  AsyncHarness ah(server.address(), milliseconds(3000), nullptr, std::chrono::seconds(30));
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
+  h.SendDetached(20, "a", 7, async.Begin(7, MonotonicNs()));
+  h.RunUntil([] { return false; }, milliseconds(200));
+  EXPECT_TRUE(server.opcodes().empty()) << "a lone early unlink went before its batch ended";
+  h.Send(0, FUSE_LOOKUP, 21, sizeof(fuse_entry_out), sizeof(fuse_entry_out), std::string("x\0", 2),
+         false, 7);
+  h.WaitForAnswers(1);
+  h.RunUntil([&] { return async.outstanding() == 0; });
+  EXPECT_EQ(server.opcodes(), (std::vector<uint32_t>{FUSE_UNLINK, FUSE_LOOKUP}));
+
+  async.Learn(7, DirAttrOf(7), async.Ticket(), MonotonicNs());  // fresh for the next Begins
+  const uint64_t b = async.Begin(7, MonotonicNs());
+  const uint64_t c = async.Begin(7, MonotonicNs());
+  ASSERT_GT(b, 0u);
+  ASSERT_GT(c, 0u);
+  h.SendDetached(22, "b", 7, b);
+  h.SendDetached(23, "c", 7, c);
+  h.RunUntil([] { return false; }, milliseconds(200));
+  EXPECT_EQ(server.opcodes().size(), 2u) << "the second batch went out before its end";
+  h.Send(1, FUSE_LOOKUP, 24, sizeof(fuse_entry_out), sizeof(fuse_entry_out), std::string("x\0", 2),
+         false, 7);
+  h.WaitForAnswers(2);
+  h.RunUntil([&] { return async.outstanding() == 0; });
+  EXPECT_EQ(server.opcodes(), (std::vector<uint32_t>{FUSE_UNLINK, FUSE_LOOKUP, FUSE_UNLINK,
+                                                     FUSE_UNLINK, FUSE_LOOKUP}));
+  EXPECT_EQ(async.failed(), 0u);
+  EXPECT_EQ(h.channel().detached(), 0u);
+}
+
+// With no other request, a batch goes when its wait ends.
+TEST(BackendChannelTest, AGatheredBatchGoesWhenItsWaitEnds) {
+  AnsweringServer server;
+  AsyncHarness ah(server.address(), milliseconds(3000), nullptr, milliseconds(300));
+  Harness& h = ah.h;
+  AsyncRemovals& async = ah.async;
+  h.SendDetached(20, "a", 7, async.Begin(7, MonotonicNs()));
+  h.SendDetached(21, "b", 7, async.Begin(7, MonotonicNs()));
+  h.RunUntil([] { return false; }, milliseconds(100));
+  EXPECT_TRUE(server.opcodes().empty()) << "the batch went before its wait ended";
+  h.RunUntil([&] { return async.outstanding() == 0; });
+  EXPECT_EQ(server.opcodes(), (std::vector<uint32_t>{FUSE_UNLINK, FUSE_UNLINK}));
+  EXPECT_EQ(h.channel().detached(), 0u);
 }
 
 // A connection lost before the server answered: the early unlink is sent again. Its failure
