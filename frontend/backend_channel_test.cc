@@ -138,7 +138,7 @@ class Harness : public ReplySink {
                    InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
                    ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
                    CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr,
-                   std::chrono::nanoseconds batch_wait = milliseconds(1)) {
+                   std::chrono::nanoseconds batch_wait = BackendConfig{}.detached_batch_wait) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -1101,7 +1101,7 @@ bool ArrivesWithin(int fd, int ms) {
 struct AsyncHarness {
   explicit AsyncHarness(const SocketAddress& address, milliseconds timeout = milliseconds(3000),
                         InterruptBoard* interrupts = nullptr,
-                        std::chrono::nanoseconds batch_wait = milliseconds(1))
+                        std::chrono::nanoseconds batch_wait = BackendConfig{}.detached_batch_wait)
       : h(address, "", &cache, timeout, interrupts, nullptr, nullptr, nullptr, nullptr, &async,
           batch_wait) {
     h.WaitConnected();

@@ -29,6 +29,9 @@ struct ServerConfig {
   uint32_t workers = 1;            // worker threads, each with one io_uring
   bool pin_workers = false;        // place local mounts per CPU (cpu_placement.h); flags: on
   bool worker_sched_idle = true;   // pinned workers serving a local mount (worker_sched.h)
+  // Bytes per 200 ms window at which a placed worker leaves its CPU (Worker::Options::
+  // bulk_window_bytes); tests lower it.
+  uint64_t bulk_window_bytes = 32ull << 20;
   uint32_t max_inflight = wire::kDefaultMaxInflight;  // per-connection cap offered to clients
   std::string ready_file;          // written with the bound address once listening
   bool floor = false;              // transport floor: READ/WRITE answered without file I/O

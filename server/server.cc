@@ -140,6 +140,7 @@ absl::Status Server::Start() {
     options.sessions = &sessions_;
     options.coherence = coherence_.get();
     options.idle_timeout = absl::Seconds(config_.idle_timeout_s);
+    options.bulk_window_bytes = config_.bulk_window_bytes;
     workers_.push_back(std::make_unique<Worker>(options));
     RETURN_IF_ERROR(workers_.back()->Start());
     stats.push_back(&workers_.back()->stats());

@@ -22,14 +22,24 @@
 namespace ringfs::server {
 namespace {
 
-enum class TagKind : uint8_t { kMailbox, kRecv, kSend, kFileIo, kIdleTimer, kTlsRecv, kTlsSend, kTlsWake };
+enum class TagKind : uint8_t {
+  kMailbox,
+  kRecv,
+  kSend,
+  kFileIo,
+  kIdleTimer,
+  kBulkTimer,
+  kTlsRecv,
+  kTlsSend,
+  kTlsWake
+};
 
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
-// Bulk transfers (Worker::JudgeWindow): a window of 200 ms that moved at least 32 MiB (160
-// MB/s) in requests of 64 KiB or more on average, replies included.
+// Bulk transfers (Worker::JudgeWindow): a window of 200 ms that moved at least
+// Options::bulk_window_bytes (32 MiB: 160 MB/s) in requests of 64 KiB or more on average,
+// replies included.
 constexpr uint64_t kBulkWindowNs = 200'000'000;
-constexpr uint64_t kBulkWindowBytes = 32ull << 20;
 constexpr uint64_t kBulkRequestBytes = 64ull << 10;
 constexpr size_t kOutHeader = sizeof(fuse_out_header);
 
@@ -152,6 +162,7 @@ absl::Status Worker::Start() {
   }
   mailbox_tag_ = std::make_unique<Tag>(Tag{TagKind::kMailbox, this});
   idle_tag_ = std::make_unique<Tag>(Tag{TagKind::kIdleTimer, this});
+  bulk_tag_ = std::make_unique<Tag>(Tag{TagKind::kBulkTimer, this});
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -291,15 +302,23 @@ void Worker::Adopt(ConnectionSetup setup) {
 
 void Worker::CountColocated(int delta) {
   colocated_ += delta;
+  if (colocated_ == 0 && bulk_) {
+    // Nothing left to leave: the next mount of this host starts placed.
+    bulk_ = false;
+    stats_->bulk.store(0, std::memory_order_relaxed);
+  }
   ApplyPin();
 }
 
 void Worker::ApplyPin() {
-  const bool pin = options_.cpu >= 0 && colocated_ > 0 && !bulk_;
+  const bool pin = options_.cpu >= 0 && colocated_ > 0 && !bulk_ && !pin_failed_;
   if (pin == (colocated_cpu_.load(std::memory_order_relaxed) >= 0)) return;
   if (pin) {
-    if (PinCurrentThread(options_.cpu))
+    if (PinCurrentThread(options_.cpu)) {
       colocated_cpu_.store(options_.cpu, std::memory_order_release);
+    } else {
+      pin_failed_ = true;  // logged once; it runs unpinned from now on
+    }
     return;
   }
   colocated_cpu_.store(-1, std::memory_order_release);
@@ -307,26 +326,43 @@ void Worker::ApplyPin() {
 }
 
 void Worker::JudgeWindow(uint64_t now_ns) {
-  if (now_ns - window_start_ns_ < kBulkWindowNs) return;
+  const uint64_t elapsed_ns = now_ns - window_start_ns_;
+  if (elapsed_ns < kBulkWindowNs) return;
   // Large requests at a high rate (sequential I/O of 128 KiB and more, at QD8: 1.3 GB/s on
   // one CPU against 2.4 GB/s spread, session 32): copying the bytes, not waking, is then the
   // cost, and the mount's CPU cannot do both ends of it. Small requests keep the CPU (tar, 4k
   // random I/O: a cross-CPU wake-up per request is what they would pay). Judged per window,
   // leaving at full size and rate and coming back once a window falls below half of either,
   // so a job does not flap.
+  // Only a worker that is placed, or left its CPU for bulk data, has anything to judge: one
+  // serving only other hosts runs where the scheduler puts it anyway.
+  const bool placed = options_.cpu >= 0 && colocated_ > 0 && !pin_failed_;
   const uint64_t per_request = window_requests_ > 0 ? window_bytes_ / window_requests_ : 0;
-  const bool bulk =
-      bulk_ ? window_bytes_ >= kBulkWindowBytes / 2 && per_request >= kBulkRequestBytes / 2
-            : window_bytes_ >= kBulkWindowBytes && per_request >= kBulkRequestBytes;
+  // Bytes per 200 ms of the time the window really lasted (the next request after a pause ends
+  // a long window).
+  const uint64_t rate = window_bytes_ / std::max<uint64_t>(1, elapsed_ns / kBulkWindowNs);
+  const uint64_t need = options_.bulk_window_bytes;
+  const bool bulk = placed && (bulk_ ? rate >= need / 2 && per_request >= kBulkRequestBytes / 2
+                                     : rate >= need && per_request >= kBulkRequestBytes);
   window_start_ns_ = now_ns;
   window_bytes_ = 0;
   window_requests_ = 0;
+  if (bulk) ArmBulkTimer();
   if (bulk == bulk_) return;
   bulk_ = bulk;
   stats_->bulk.store(bulk ? 1 : 0, std::memory_order_relaxed);
   RINGFS_LOG_DEBUG("worker %u: %s", options_.index,
                    bulk ? "bulk transfers: leaves its CPU" : "bulk transfers ended");
   ApplyPin();
+}
+
+void Worker::ArmBulkTimer() {
+  if (bulk_timer_armed_ || stopping_) return;
+  bulk_timer_armed_ = true;
+  bulk_period_ = __kernel_timespec{.tv_sec = 0, .tv_nsec = static_cast<long long>(kBulkWindowNs)};
+  io_uring_sqe* sqe = GetSqe();
+  io_uring_prep_timeout(sqe, &bulk_period_, 0, 0);
+  io_uring_sqe_set_data(sqe, bulk_tag_.get());
 }
 
 io_uring_sqe* Worker::GetSqe() {
@@ -370,6 +406,11 @@ void Worker::Run() {
           break;
         case TagKind::kIdleTimer:
           OnIdleTimer();
+          break;
+        case TagKind::kBulkTimer:
+          bulk_timer_armed_ = false;
+          JudgeWindow(MonotonicNs());
+          if (bulk_) ArmBulkTimer();
           break;
         case TagKind::kRecv: {
           auto* c = static_cast<Connection*>(tag->owner);

@@ -94,6 +94,9 @@ class Worker {
     // A connection that has sent nothing for this long while nothing of it is in flight is
     // closed (the client reconnects when it has work again). Zero: never.
     absl::Duration idle_timeout = absl::ZeroDuration();
+    // A placed worker that moves this many bytes (requests and replies) in a window of
+    // kBulkWindowNs, at kBulkRequestBytes or more per request, leaves its CPU (JudgeWindow).
+    uint64_t bulk_window_bytes = 32ull << 20;
   };
 
   explicit Worker(Options options);
@@ -200,9 +203,12 @@ class Worker {
   // Pins the thread to options_.cpu while it serves a connection from this host and moves no
   // bulk data, unpins it otherwise; colocated_cpu_ says which.
   void ApplyPin();
-  // Ends the traffic window once kBulkWindowNs are over and judges it: a worker that moves
-  // large requests at a high rate leaves its mount's CPU (cpu_placement.h).
+  // Ends the traffic window once kBulkWindowNs are over and judges it: a placed worker that
+  // moves large requests at a high rate leaves its mount's CPU (cpu_placement.h).
   void JudgeWindow(uint64_t now_ns);
+  // While bulk_: a timer that judges the window although no request comes (the worker went
+  // idle), so the worker is placed again and its gauge falls.
+  void ArmBulkTimer();
   void Close(Connection* c, const char* why);
   // Close for a connection that a new one of its client replaced (session_fence.h);
   // `dropping`: a frame of it is not run for that reason.
@@ -231,11 +237,16 @@ class Worker {
   // had before it pinned itself for them.
   uint32_t colocated_ = 0;
   cpu_set_t unpinned_affinity_{};
-  // Bulk transfers leave the CPU (NoteTraffic): bytes and requests of the current window.
+  // Bulk transfers leave the CPU (JudgeWindow): bytes and requests of the current window, the
+  // timer that judges it while no request comes, and whether pinning failed (not retried).
   bool bulk_ = false;
   uint64_t window_start_ns_ = 0;
   uint64_t window_bytes_ = 0;
   uint64_t window_requests_ = 0;
+  std::unique_ptr<Tag> bulk_tag_;
+  __kernel_timespec bulk_period_{};  // read by the kernel when the timeout SQE is submitted
+  bool bulk_timer_armed_ = false;
+  bool pin_failed_ = false;
 
   // Worker-thread state.
   io_uring ring_{};

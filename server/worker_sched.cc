@@ -17,9 +17,9 @@ namespace {
 
 // The io-wq threads of this process (the kernel names them "iou-wrk-<submitter's tid>", in the
 // init PID namespace, so the name cannot be matched to a worker inside a container). They are
-// made with the policy of the worker that punts work to them and keep it, and they run on the
-// ring's own CPU set, not on the worker's CPU: one made while its worker was SCHED_IDLE would
-// stay idle beside a CPU hog elsewhere. So they are all kept SCHED_OTHER.
+// made with the policy of the worker that punts work to them and keep it, and (seen on Linux
+// 6.18) the affinity it had then: one made while its worker was SCHED_IDLE would stay idle
+// beside a CPU hog. So they are all kept SCHED_OTHER.
 void KeepIoWorkersNormal() {
   DIR* dir = opendir("/proc/self/task");
   if (dir == nullptr) return;
