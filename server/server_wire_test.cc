@@ -98,6 +98,14 @@ ServerConfig PlacedConfig(const std::string& export_dir, const std::vector<int>&
   return config;
 }
 
+// The hello of a mount's connection for kernel queue `queue` on the host with `host_id`.
+wire::ClientHello MountHello(uint32_t queue, const std::string& host_id) {
+  wire::ClientHello hello = DefaultHello("mount");
+  hello.set_queue(queue);
+  hello.set_host_id(host_id);
+  return hello;
+}
+
 // Threads of this process whose affinity is exactly `cpu`, the kernel's io-wq threads aside
 // (they keep the affinity their worker had when they started).
 int ThreadsPinnedTo(uint32_t cpu) {
@@ -139,11 +147,8 @@ TEST(PlacementWireTest, ServedOnItsQueuesCpuOnlyWhenItsHostIdIsThisHosts) {
   // machine with many CPUs).
   auto connect = [&](const std::string& host_id, int n) {
     for (int i = 0; i < n; ++i) {
-      wire::ClientHello hello = DefaultHello("mount");
-      hello.set_queue(queue);
-      hello.set_host_id(host_id);
       wire::ServerHello reply;
-      auto client = TestClient::Connect(server.bound_address(), hello, &reply);
+      auto client = TestClient::Connect(server.bound_address(), MountHello(queue, host_id), &reply);
       ASSERT_TRUE(client.ok()) << client.status();
       ASSERT_EQ(reply.result(), wire::ServerHello::OK);
       clients.push_back(*std::move(client));
@@ -219,14 +224,12 @@ TEST(PlacementWireTest, AWorkerRunsSchedIdleOnlyWhileItServesThisHost) {
     return done();
   };
   ASSERT_EQ(IdleThreadsOfThisProcess(), 0);
-  wire::ClientHello hello = DefaultHello("mount");
-  hello.set_queue(queue);
-  hello.set_host_id(ThisHostId());
   wire::ServerHello reply;
-  auto local = TestClient::Connect(server.bound_address(), hello, &reply);
+  auto local = TestClient::Connect(server.bound_address(), MountHello(queue, ThisHostId()), &reply);
   ASSERT_TRUE(local.ok()) << local.status();
-  hello.set_host_id(std::string(32, 'f'));  // another host's
-  auto remote = TestClient::Connect(server.bound_address(), hello, &reply);
+  auto remote = TestClient::Connect(server.bound_address(),
+                                    MountHello(queue, std::string(32, 'f')),  // another host's
+                                    &reply);
   ASSERT_TRUE(remote.ok()) << remote.status();
   // The test's own threads sleep: the CPU is quiet unless the machine is busy elsewhere, when
   // the watch rightly keeps the worker SCHED_OTHER; so only what follows is asserted hard.
@@ -278,11 +281,9 @@ TEST(PlacementWireTest, AWorkerMovingBulkDataLeavesTheCpuAndComesBack) {
   Server server(config);
   ASSERT_TRUE(server.Start().ok());
   const auto queue = static_cast<uint32_t>(cpus.back());
-  wire::ClientHello hello = DefaultHello("mount");
-  hello.set_queue(queue);
-  hello.set_host_id(ThisHostId());
   wire::ServerHello reply;
-  auto connected = TestClient::Connect(server.bound_address(), hello, &reply);
+  auto connected =
+      TestClient::Connect(server.bound_address(), MountHello(queue, ThisHostId()), &reply);
   ASSERT_TRUE(connected.ok()) << connected.status();
   ASSERT_EQ(reply.result(), wire::ServerHello::OK);
   TestClient& client = **connected;
