@@ -7,12 +7,13 @@
 namespace ringfs::frontend {
 
 enum class CompletionKind : uint8_t {
-  kRingEntry = 1,   // a FUSE ring command finished (index: entry id)
-  kDevRead = 2,     // a read of /dev/fuse finished (index: slot)
-  kBackend = 3,     // the backend channel's receive (argument: connection generation)
-  kHandoff = 4,     // a peer worker passed us an entry (index: entry id, res: HandoffKind)
-  kHandoffSent = 5, // our MSG_RING failed (index: entry id, argument: HandoffKind)
-  kWake = 6,        // the mailbox eventfd was written
+  kRingEntry = 1,    // a FUSE ring command finished (index: entry id)
+  kDevRead = 2,      // a read of /dev/fuse finished (index: slot)
+  kBackend = 3,      // the backend channel's receive (argument: connection generation)
+  kHandoff = 4,      // a peer worker passed us an entry (index: entry id, res: HandoffKind)
+  kHandoffSent = 5,  // our MSG_RING failed (index: entry id, argument: HandoffKind)
+  kWake = 6,         // the mailbox eventfd was written
+  kReadsResume = 7,  // the wait of /dev/fuse reads parked after a FORGET ended
 };
 
 enum class HandoffKind : uint32_t {

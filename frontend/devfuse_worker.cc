@@ -62,10 +62,14 @@ absl::Status DevFuseWorker::Setup() {
                                        .notifier = config_.backend.notifier,
                                        .async = config_.backend.async},
                      stats_, &*channel_);
-  slot_alive_.assign(config_.slots, true);
+  use_.assign(config_.slots, SlotUse::kFree);
   slots_.assign(config_.slots, Slot{});
   alive_slots_ = config_.slots;
-  for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
+  if (gathering()) {
+    MaybeRead();
+  } else {
+    for (uint32_t slot = 0; slot < config_.slots; ++slot) PostRead(slot);
+  }
   int submitted = io_uring_submit(&ring_);
   if (submitted < 0) return ErrnoError(-submitted, "submit /dev/fuse reads");
   return absl::OkStatus();
@@ -80,6 +84,60 @@ void DevFuseWorker::PostRead(uint32_t slot) {
   io_uring_prep_read(sqe, config_.fuse_fd.get(), buffers_ + slot * config_.buffer_bytes,
                      config_.buffer_bytes, static_cast<uint64_t>(-1));
   io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kDevRead, slot));
+  use_[slot] = SlotUse::kReading;
+  ++reading_;
+}
+
+void DevFuseWorker::DoneWith(uint32_t slot) {
+  if (!gathering()) {
+    PostRead(slot);
+    return;
+  }
+  if (connection_ended_) {
+    use_[slot] = SlotUse::kDead;
+    --alive_slots_;
+    return;
+  }
+  use_[slot] = SlotUse::kFree;
+  MaybeRead();
+}
+
+void DevFuseWorker::MaybeRead() {
+  if (reading_ > 0 || gather_wait_runs_ || connection_ended_) return;
+  for (uint32_t slot = 0; slot < use_.size(); ++slot) {
+    if (use_[slot] == SlotUse::kFree) {
+      PostRead(slot);
+      return;
+    }
+  }
+  // Every slot holds a request: the first one answered reads again.
+}
+
+void DevFuseWorker::StartGatherWait() {
+  if (gather_wait_runs_) return;
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  while (sqe == nullptr) {
+    io_uring_submit(&ring_);
+    sqe = io_uring_get_sqe(&ring_);
+  }
+  gather_wait_.tv_sec = static_cast<int64_t>(config_.forget_gather_ns / 1'000'000'000);
+  gather_wait_.tv_nsec = static_cast<long long>(config_.forget_gather_ns % 1'000'000'000);
+  io_uring_prep_timeout(sqe, &gather_wait_, 0, 0);
+  io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kReadsResume, 0));
+  gather_wait_runs_ = true;
+}
+
+// Free slots would only read ENODEV: they end now, the others when their request is done (a
+// posted read sees ENODEV; a request waiting on the server ends in DoneWith).
+void DevFuseWorker::EndConnection() {
+  connection_ended_ = true;
+  if (!gathering()) return;
+  for (SlotUse& use : use_) {
+    if (use == SlotUse::kFree) {
+      use = SlotUse::kDead;
+      --alive_slots_;
+    }
+  }
 }
 
 void DevFuseWorker::Loop() {
@@ -95,7 +153,7 @@ void DevFuseWorker::Loop() {
       const uint64_t now = MonotonicNs();
       if (now - looked_ns >= kLookNs) {
         looked_ns = now;
-        connection_ended_ = !ConnectionAlive(config_.fuse_fd.get());
+        if (!ConnectionAlive(config_.fuse_fd.get())) EndConnection();
       }
     }
     const bool keep =
@@ -115,6 +173,9 @@ void DevFuseWorker::Loop() {
       uint64_t tag = cqe->user_data;
       if (TagKind(tag) == CompletionKind::kDevRead) {
         OnRead(TagIndex(tag), cqe->res);
+      } else if (TagKind(tag) == CompletionKind::kReadsResume) {
+        gather_wait_runs_ = false;
+        MaybeRead();
       } else if (TagKind(tag) == CompletionKind::kBackend) {
         backend_->OnCompletion(tag, cqe->res);
       }
@@ -129,7 +190,9 @@ void DevFuseWorker::Loop() {
 }
 
 void DevFuseWorker::OnRead(uint32_t slot, int res) {
-  if (slot >= slot_alive_.size() || !slot_alive_[slot]) return;
+  if (slot >= use_.size() || use_[slot] != SlotUse::kReading) return;
+  --reading_;
+  use_[slot] = SlotUse::kBusy;
   if (res < 0) {
     // ENOENT: the request was interrupted before we got it; EINTR/EAGAIN: just try again.
     if (res == -ENOENT || res == -EINTR || res == -EAGAIN) {
@@ -140,9 +203,9 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
       RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s", config_.role, std::strerror(-res));
     }
     // Unmounted or aborted (fusectl): the end of the mount, not just of this slot.
-    if (res == -ENODEV || res == -ECONNABORTED) connection_ended_ = true;
-    slot_alive_[slot] = false;
+    use_[slot] = SlotUse::kDead;
     --alive_slots_;
+    if (res == -ENODEV || res == -ECONNABORTED) EndConnection();
     return;
   }
   char* buffer = buffers_ + slot * config_.buffer_bytes;
@@ -155,9 +218,14 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   Verdict verdict =
       forwarder_->Accept(slot_state.request, &slot_state.state, buffer + slot_state.reply_offset);
   switch (verdict.kind) {
-    case Verdict::Kind::kNone:
-      PostRead(slot);
+    case Verdict::Kind::kNone: {
+      const uint32_t opcode = slot_state.request.opcode();
+      if (gathering() && (opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET)) {
+        StartGatherWait();
+      }
+      DoneWith(slot);
       return;
+    }
     case Verdict::Kind::kAnswer:
       WriteReply(slot, verdict.header, verdict.body_size);
       return;
@@ -171,6 +239,8 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
   forwarder_->Forward(slot_state.request, &slot_state.state, slot,
                       ReplyBuffer{buffer + slot_state.reply_offset,
                                   config_.buffer_bytes - slot_state.reply_offset});
+  // Gathering: the next request is read while this one waits for the server.
+  if (gathering()) MaybeRead();
 }
 
 void DevFuseWorker::OnReply(uint32_t slot, const fuse_out_header& header, size_t body_size,
@@ -192,7 +262,7 @@ void DevFuseWorker::WriteReply(uint32_t slot, const fuse_out_header& header, siz
                     std::strerror(errno));
   }
   forwarder_->OnAnswered(slot_state.state, header.error);
-  PostRead(slot);
+  DoneWith(slot);
 }
 
 }  // namespace ringfs::frontend

@@ -2,7 +2,8 @@
 // its /dev/fuse file (a clone of the connection's fd), forwards each request to the server and
 // writes the reply back to the same file. In ring mode one such worker stays alive for the
 // whole mount for what never uses the ring (FORGET, BATCH_FORGET, INTERRUPT, and requests sent
-// before the ring is ready).
+// before the ring is ready); it reads one request at a time and gathers forgets
+// (DevFuseWorkerConfig::forget_gather_ns).
 // Lifetime: Start() on the main thread after the INIT reply; the thread ends by itself when
 // /dev/fuse reports the connection gone (ENODEV). Join() from the main thread.
 #pragma once
@@ -30,6 +31,13 @@ struct DevFuseWorkerConfig {
   size_t buffer_bytes = 0;  // ≥ max_write + 8 KiB (the kernel's minimum read size)
   BackendConfig backend;
   const char* role = "classic";  // for logs
+  // > 0: one read of /dev/fuse at a time, and after a FORGET or BATCH_FORGET the next read only
+  // after this long. The kernel wakes a reader for each forget it queues, so a burst of them
+  // (rm -rf, unlinks: one per removed file) would cost a wake-up here, a frame and a wake-up at
+  // the server each; meanwhile the kernel queues them and hands them over as one BATCH_FORGET.
+  // For the ring's side channel, whose reads carry little else: an INTERRUPT read during the
+  // wait is late by at most this long. 0: every slot keeps a read posted (classic transport).
+  uint64_t forget_gather_ns = 0;
 };
 
 class DevFuseWorker : public ReplySink {
@@ -51,7 +59,14 @@ class DevFuseWorker : public ReplySink {
  private:
   absl::Status Setup();
   void Loop();
+  bool gathering() const { return config_.forget_gather_ns > 0; }
   void PostRead(uint32_t slot);
+  // The slot is done with its request: it reads again, or (gathering) waits as a free slot.
+  void DoneWith(uint32_t slot);
+  // Gathering: posts one read in a free slot unless one is posted or the wait runs.
+  void MaybeRead();
+  void StartGatherWait();
+  void EndConnection();
   void OnRead(uint32_t slot, int res);
   void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size);
 
@@ -64,7 +79,9 @@ class DevFuseWorker : public ReplySink {
   std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   char* buffers_ = nullptr;
   size_t buffers_bytes_ = 0;
-  std::vector<bool> slot_alive_;
+  // kFree only when gathering: a slot with no read posted and no request.
+  enum class SlotUse : uint8_t { kReading, kBusy, kFree, kDead };
+  std::vector<SlotUse> use_;
   // What one read slot holds: the request decoded from its buffer, the forwarder's state of
   // it, and where in the buffer the reply body is: after the request for forwarded requests (so
   // a request cut off by a lost connection can be sent again), after the header otherwise.
@@ -74,7 +91,10 @@ class DevFuseWorker : public ReplySink {
     size_t reply_offset = sizeof(fuse_out_header);
   };
   std::vector<Slot> slots_;
-  uint32_t alive_slots_ = 0;
+  uint32_t alive_slots_ = 0;  // not kDead
+  uint32_t reading_ = 0;      // kReading
+  bool gather_wait_runs_ = false;
+  __kernel_timespec gather_wait_{};  // the timeout's argument, read by the kernel at submit
   bool connection_ended_ = false;  // a read of /dev/fuse failed for good (ENODEV: unmounted)
   static constexpr uint64_t kLookNs = 100'000'000;  // how often Loop polls for the end
   std::thread thread_;

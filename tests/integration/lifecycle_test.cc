@@ -49,6 +49,17 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// Open descriptors of a process.
+size_t FdsOf(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* entry = ::readdir(d)) n += entry->d_name[0] != '.';
+    ::closedir(d);
+  }
+  return n;
+}
+
 bool WaitFor(const std::function<bool()>& pred, milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
@@ -704,15 +715,7 @@ class KilledMountsTest : public MountedTest {
     s.extra_args = {"--reclaim-grace", "3"};
     return s;
   }
-  size_t ServerFds() const {
-    const std::string dir = "/proc/" + std::to_string(env_->server_process()->pid()) + "/fd";
-    size_t n = 0;
-    if (DIR* d = ::opendir(dir.c_str())) {
-      while (dirent* entry = ::readdir(d)) n += entry->d_name[0] != '.';
-      ::closedir(d);
-    }
-    return n;
-  }
+  size_t ServerFds() const { return FdsOf(env_->server_process()->pid()); }
   // Creates, opens and lists: the state a mount leaves at the server.
   void Work(int i) {
     const std::string dir = Mnt("dir" + std::to_string(i));
@@ -767,7 +770,6 @@ TEST_P(LifecycleTest, ServerSigtermExitsZeroAfterUnmount) {
   ASSERT_TRUE(env_->Unmount());
   EXPECT_TRUE(env_->StopServer());
 }
-
 // Runs a workload that makes well over 1000 requests (timeouts 0 so lookups and getattrs are
 // not answered from the kernel's cache), unmounts, and returns the final stats file.
 Stats RunWorkloadAndStop(RingfsEnv* env) {
@@ -824,6 +826,65 @@ TEST_F(TransportStatsTest, UringServesRequestsFromRingCompletions) {
   EXPECT_LE(non_forget, 8u) << dump;
   EXPECT_LE(*devfuse * 20, *ring) << dump;
   EXPECT_EQ(StatNumber(stats, "failures").value_or(0), 0u) << dump;
+}
+
+// Each unlinked file's inode is evicted, and the kernel queues a FORGET for it on /dev/fuse,
+// waking a reader each time. The ring's side channel reads one at a time and waits 1 ms after a
+// forget (DevFuseWorkerConfig::forget_gather_ns), so the kernel hands a burst over as a few
+// BATCH_FORGETs; the server still hears of every node (it closes each node's descriptor).
+TEST_F(TransportStatsTest, UringGathersTheForgetsOfManyUnlinksAndLosesNone) {
+  StartWith("uring");
+  if (HasFatalFailure()) return;
+  const pid_t server = env_->server_process()->pid();
+  constexpr int kFiles = 600;
+  const size_t fds_before = FdsOf(server);
+  for (int i = 0; i < kFiles; ++i) {
+    int fd =
+        ::open(env_->Mnt("f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ::close(fd);
+  }
+  // The server holds a descriptor per node the kernel holds: the signal that forgets arrived.
+  const size_t fds_created = FdsOf(server);
+  ASSERT_GE(fds_created, fds_before + kFiles / 2);
+  // The stats file is rewritten every 200 ms: settled once two readings agree.
+  auto forgets_settled = [&]() {
+    std::optional<uint64_t> last;
+    for (;;) {
+      std::this_thread::sleep_for(milliseconds(450));
+      auto now = StatNumber(env_->ReadStats(), "forgets");
+      if (now && last && *now == *last) return *now;
+      last = now;
+    }
+  };
+  const uint64_t forgets_before = forgets_settled();
+  const auto start = Clock::now();
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(RINGFS_ERRNO(::unlink(env_->Mnt("f" + std::to_string(i)).c_str())), 0);
+  }
+  const auto unlinked_ms = std::chrono::duration_cast<milliseconds>(Clock::now() - start).count();
+  size_t fds_now = 0;
+  EXPECT_TRUE(WaitFor([&]() { return (fds_now = FdsOf(server)) <= fds_before; }, seconds(10)))
+      << "the server still holds " << fds_now - fds_before
+      << " more descriptors than before the files were made: forgets did not reach it";
+  const uint64_t reads = forgets_settled() - forgets_before;
+  std::cout << kFiles << " unlinks in " << unlinked_ms << " ms; the side channel read " << reads
+            << " FORGET/BATCH_FORGET requests\n";
+  // At most one read of forgets per millisecond of unlinking, and one after the last.
+  EXPECT_LE(reads, static_cast<uint64_t>(unlinked_ms) + 5);
+
+  // Another burst, and the mount is stopped while its forgets are being gathered: the side
+  // channel still sees the connection end and the mount exits 0.
+  for (int i = 0; i < kFiles / 2; ++i) {
+    int fd =
+        ::open(env_->Mnt("g" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ::close(fd);
+  }
+  for (int i = 0; i < kFiles / 2; ++i) {
+    ASSERT_EQ(RINGFS_ERRNO(::unlink(env_->Mnt("g" + std::to_string(i)).c_str())), 0);
+  }
+  EXPECT_TRUE(env_->Unmount(SIGTERM, seconds(5)));
 }
 
 TEST_F(TransportStatsTest, ClassicUsesNoRing) {
