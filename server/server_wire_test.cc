@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -106,15 +107,15 @@ wire::ClientHello MountHello(uint32_t queue, const std::string& host_id) {
   return hello;
 }
 
-// Threads of this process whose affinity is exactly `cpu`, the kernel's io-wq threads aside
-// (they keep the affinity their worker had when they started).
-int ThreadsPinnedTo(uint32_t cpu) {
+// Threads of this process whose affinity is exactly `cpu`: the kernel's io-wq threads aside
+// (they keep the affinity their worker had when they started), or only those.
+int ThreadsPinnedTo(uint32_t cpu, bool io_threads = false) {
   int pinned = 0;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
     std::string name;
     std::getline(comm, name);
-    if (name.rfind("iou-wrk-", 0) == 0) continue;
+    if ((name.rfind("iou-wrk-", 0) == 0) != io_threads) continue;
     std::ifstream status(task.path() / "status");
     for (std::string line; std::getline(status, line);) {
       if (line.rfind("Cpus_allowed_list:", 0) == 0) {
@@ -320,6 +321,56 @@ TEST(PlacementWireTest, AWorkerMovingBulkDataLeavesTheCpuAndComesBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(ThreadsPinnedTo(queue), 1) << "not placed again once the traffic stopped";
+  connected->reset();
+  server.Stop();
+}
+
+// The io-wq thread that runs a placed worker's large writes (ext4 cannot write buffered without
+// blocking) is not pinned to the mount's CPU, where it would share that CPU with the caller, the
+// mount and the worker (Worker::StartIoThreadUnpinned). The bulk rule is kept out of the way
+// (a threshold no test reaches): the worker stays placed through every write.
+TEST(PlacementWireTest, APlacedWorkersLargeWritesRunOnAnIoThreadThatIsNotPinned) {
+  const std::vector<int> cpus = testing::AllowedCpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU: every thread runs on it";
+  testing::TempDir exported;
+  ::chmod(exported.path().c_str(), 0777);  // the squashed caller creates the file
+  ServerConfig config = PlacedConfig(exported.path(), cpus, /*sched_idle=*/false);
+  config.bulk_window_bytes = uint64_t{1} << 40;
+  Server server(config);
+  ASSERT_TRUE(server.Start().ok());
+  const auto queue = static_cast<uint32_t>(cpus.back());
+  wire::ServerHello reply;
+  auto connected =
+      TestClient::Connect(server.bound_address(), MountHello(queue, ThisHostId()), &reply);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  ASSERT_EQ(reply.result(), wire::ServerHello::OK);
+  TestClient& client = **connected;
+  auto call = [&](const std::string& frame) {
+    absl::StatusOr<Reply> r = client.Call(frame);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : Reply{};
+  };
+  uint64_t unique = 1;
+  fuse_create_in create{};
+  create.flags = O_WRONLY | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  Reply r = call(Frame(FUSE_CREATE, ++unique, 1, Bytes(create) + CName("big")));
+  ASSERT_EQ(r.header.error, 0) << std::strerror(-r.header.error);
+  const auto entry = r.As<fuse_entry_out>();
+  fuse_open_out open{};
+  std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+  ASSERT_EQ(ThreadsPinnedTo(queue), 1) << "placed while it serves this host's mount";
+  const std::string mib(1 << 20, 'w');
+  for (uint64_t i = 0; i < 16; ++i) {
+    r = call(Frame(FUSE_WRITE, ++unique, entry.nodeid, WriteIn(open.fh, i << 20, mib)));
+    ASSERT_EQ(r.header.error, 0) << std::strerror(-r.header.error);
+  }
+  EXPECT_EQ(ThreadsPinnedTo(queue), 1) << "the worker left its CPU: the test proves nothing";
+  EXPECT_EQ(ThreadsPinnedTo(queue, /*io_threads=*/true), 0)
+      << "an io-wq thread pinned to the mount's CPU ran the large writes";
+  struct stat st {};
+  ASSERT_EQ(::stat(exported.Join("big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 16 << 20);
   connected->reset();
   server.Stop();
 }

@@ -203,6 +203,8 @@ class Worker {
   // Pins the thread to options_.cpu while it serves a connection from this host and moves no
   // bulk data, unpins it otherwise; colocated_cpu_ says which.
   void ApplyPin();
+  // Starts this thread's first io-wq thread while it is not pinned yet (see worker.cc).
+  void StartIoThreadUnpinned();
   // Ends the traffic window once kBulkWindowNs are over and judges it: a placed worker that
   // moves large requests at a high rate leaves its mount's CPU (cpu_placement.h).
   void JudgeWindow(uint64_t now_ns);
