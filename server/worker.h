@@ -205,6 +205,8 @@ class Worker {
   void ApplyPin();
   // Starts this thread's first io-wq thread while it is not pinned yet (see worker.cc).
   void StartIoThreadUnpinned();
+  // While placed: no io-wq thread beyond those started unpinned (see worker.cc).
+  void LimitIoThreads(bool placed);
   // Ends the traffic window once kBulkWindowNs are over and judges it: a placed worker that
   // moves large requests at a high rate leaves its mount's CPU (cpu_placement.h).
   void JudgeWindow(uint64_t now_ns);
@@ -249,6 +251,7 @@ class Worker {
   __kernel_timespec bulk_period_{};  // read by the kernel when the timeout SQE is submitted
   bool bulk_timer_armed_ = false;
   bool pin_failed_ = false;
+  unsigned io_threads_unplaced_ = 0;  // io-wq's bounded thread limit before the first placement
 
   // Worker-thread state.
   io_uring ring_{};
