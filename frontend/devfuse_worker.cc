@@ -205,7 +205,13 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     // Unmounted or aborted (fusectl): the end of the mount, not just of this slot.
     use_[slot] = SlotUse::kDead;
     --alive_slots_;
-    if (res == -ENODEV || res == -ECONNABORTED) EndConnection();
+    if (res == -ENODEV || res == -ECONNABORTED) {
+      EndConnection();
+    } else if (gathering()) {
+      // Any other error ends only this slot, as in classic mode: another one reads (else the
+      // side channel would stop reading for good); each failing read ends one more slot.
+      MaybeRead();
+    }
     return;
   }
   char* buffer = buffers_ + slot * config_.buffer_bytes;

@@ -5,7 +5,8 @@
 // before the ring is ready); it reads one request at a time and gathers forgets
 // (DevFuseWorkerConfig::forget_gather_ns).
 // Lifetime: Start() on the main thread after the INIT reply; the thread ends by itself when
-// /dev/fuse reports the connection gone (ENODEV). Join() from the main thread.
+// the connection is gone (a read sees ENODEV, or /dev/fuse polls POLLERR while no read is
+// posted) and every slot's request is done. Join() from the main thread.
 #pragma once
 
 #include <memory>

@@ -447,14 +447,12 @@ void Forwarder::Forget(const KernelRequest& request) {
     if (config_.async != nullptr && config_.async->DeferForget(one.nodeid, one.nlookup)) continue;
     sent.push_back(one);
   }
-  if (sent.size() == count) {
+  if (sent.size() == count && count <= kForgetsPerFrame) {
     channel_->SubmitOneWay(request.frame, request.header.len);
-  } else if (!sent.empty()) {
-    SendForgets(request.header, sent);
+    WorkerStats::Add(stats_->forwarded);
   } else {
-    return;
+    SendForgets(sent);
   }
-  WorkerStats::Add(stats_->forwarded);
 }
 
 void Forwarder::OnTick() {
@@ -469,32 +467,29 @@ void Forwarder::ReturnKept() {
       return config_.async->DeferForget(one.nodeid, one.nlookup);
     });
   }
-  // A reset can return every kept lookup at once (65,536 names: 1 MiB of records, just under
-  // the frame limit); frames of 4,096 records (64 KiB) stay far from it.
-  constexpr size_t kPerFrame = 4096;
-  for (size_t first = 0; first < returns.size(); first += kPerFrame) {
-    fuse_in_header header{};
-    // The kernel's uniques never set bit 62 (nor 63, the channel's own requests); one-way
-    // frames get no reply, so the number only has to be valid.
-    header.unique = (uint64_t{1} << 62) | ++returns_sent_;
-    SendForgets(header, {returns.data() + first, std::min(kPerFrame, returns.size() - first)});
-    WorkerStats::Add(stats_->forwarded);
-  }
+  SendForgets(returns);
 }
 
-void Forwarder::SendForgets(const fuse_in_header& like, std::span<const fuse_forget_one> all) {
-  fuse_in_header header = like;
-  header.opcode = FUSE_BATCH_FORGET;
-  header.nodeid = 0;
-  fuse_batch_forget_in in{};
-  in.count = static_cast<uint32_t>(all.size());
-  header.len = static_cast<uint32_t>(sizeof(header) + sizeof(in) + all.size() * sizeof(all[0]));
+void Forwarder::SendForgets(std::span<const fuse_forget_one> all) {
   std::string frame;
-  frame.reserve(header.len);
-  frame.append(reinterpret_cast<const char*>(&header), sizeof(header));
-  frame.append(reinterpret_cast<const char*>(&in), sizeof(in));
-  frame.append(reinterpret_cast<const char*>(all.data()), all.size() * sizeof(all[0]));
-  channel_->SubmitOneWay(frame.data(), frame.size());
+  for (size_t first = 0; first < all.size(); first += kForgetsPerFrame) {
+    const std::span<const fuse_forget_one> part =
+        all.subspan(first, std::min<size_t>(kForgetsPerFrame, all.size() - first));
+    fuse_in_header header{};
+    header.opcode = FUSE_BATCH_FORGET;
+    // The kernel's uniques never set bit 62 (nor 63, the channel's own requests); one-way
+    // frames get no reply, so the number only has to be valid.
+    header.unique = (uint64_t{1} << 62) | ++own_forget_frames_;
+    fuse_batch_forget_in in{};
+    in.count = static_cast<uint32_t>(part.size());
+    header.len = static_cast<uint32_t>(sizeof(header) + sizeof(in) + part.size() * sizeof(part[0]));
+    frame.clear();
+    frame.append(reinterpret_cast<const char*>(&header), sizeof(header));
+    frame.append(reinterpret_cast<const char*>(&in), sizeof(in));
+    frame.append(reinterpret_cast<const char*>(part.data()), part.size() * sizeof(part[0]));
+    channel_->SubmitOneWay(frame.data(), frame.size());
+    WorkerStats::Add(stats_->forwarded);
+  }
 }
 
 void Forwarder::OnAnswered(const RequestState& state, int error) {

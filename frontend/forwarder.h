@@ -161,14 +161,18 @@ class Forwarder {
   void Forget(const KernelRequest& request);
   // Sends the lookups KeptEntries gives back to the server as BATCH_FORGETs.
   void ReturnKept();
-  // One BATCH_FORGET of `all` (the header's unique and ids taken from `like`).
-  void SendForgets(const fuse_in_header& like, std::span<const fuse_forget_one> all);
+  // `all` as BATCH_FORGETs of at most kForgetsPerFrame records, each under a unique of its own.
+  void SendForgets(std::span<const fuse_forget_one> all);
 
   const Config config_;
   WorkerStats* const stats_;
   RequestChannel* const channel_;
   uint32_t inflight_ = 0;
-  uint64_t returns_sent_ = 0;
+  uint64_t own_forget_frames_ = 0;
+  // The kernel reads as many forgets as the /dev/fuse buffer holds (65k records in 1 MiB + 8 KiB,
+  // over the wire's frame limit), and a reset can return every kept lookup at once: frames of
+  // 4,096 records (64 KiB) stay far from the limit.
+  static constexpr size_t kForgetsPerFrame = 4096;
 };
 
 }  // namespace ringfs::frontend

@@ -34,7 +34,7 @@ constexpr size_t kRingPayloadBytes = std::max<size_t>({fuse::kMinReadBuffer, kMa
                                                        size_t{kMaxPages} * 4096});
 // FORGET, INTERRUPT and the few requests sent before the ring is ready need little parallelism.
 constexpr uint32_t kSideChannelSlots = 4;
-// How long a side-channel slot that read a FORGET waits before it reads again (DevFuseWorker):
+// How long the side channel waits after it read a FORGET before its next read (DevFuseWorker):
 // at 20,000 unlinks a second about 20 forgets come as one BATCH_FORGET, and an INTERRUPT is
 // late by at most this.
 constexpr uint64_t kSideChannelForgetGatherNs = 1'000'000;

@@ -829,7 +829,7 @@ TEST_F(TransportStatsTest, UringServesRequestsFromRingCompletions) {
 }
 
 // Each unlinked file's inode is evicted, and the kernel queues a FORGET for it on /dev/fuse,
-// waking a reader each time. The ring's side channel reads one at a time and waits 1 ms after a
+// waking a reader each time. The ring's side channel keeps one read posted and waits 1 ms after a
 // forget (DevFuseWorkerConfig::forget_gather_ns), so the kernel hands a burst over as a few
 // BATCH_FORGETs; the server still hears of every node (it closes each node's descriptor).
 TEST_F(TransportStatsTest, UringGathersTheForgetsOfManyUnlinksAndLosesNone) {
@@ -848,16 +848,19 @@ TEST_F(TransportStatsTest, UringGathersTheForgetsOfManyUnlinksAndLosesNone) {
   const size_t fds_created = FdsOf(server);
   ASSERT_GE(fds_created, fds_before + kFiles / 2);
   // The stats file is rewritten every 200 ms: settled once two readings agree.
-  auto forgets_settled = [&]() {
+  auto forgets_settled = [&]() -> std::optional<uint64_t> {
     std::optional<uint64_t> last;
-    for (;;) {
+    for (const auto deadline = Clock::now() + seconds(10); Clock::now() < deadline;) {
       std::this_thread::sleep_for(milliseconds(450));
       auto now = StatNumber(env_->ReadStats(), "forgets");
       if (now && last && *now == *last) return *now;
       last = now;
     }
+    return std::nullopt;
   };
-  const uint64_t forgets_before = forgets_settled();
+  const std::optional<uint64_t> forgets_before = forgets_settled();
+  ASSERT_TRUE(forgets_before) << "the forgets counter did not settle within 10 s:\n"
+                              << ReadFileOrEmpty(env_->stats_path());
   const auto start = Clock::now();
   for (int i = 0; i < kFiles; ++i) {
     ASSERT_EQ(RINGFS_ERRNO(::unlink(env_->Mnt("f" + std::to_string(i)).c_str())), 0);
@@ -867,14 +870,26 @@ TEST_F(TransportStatsTest, UringGathersTheForgetsOfManyUnlinksAndLosesNone) {
   EXPECT_TRUE(WaitFor([&]() { return (fds_now = FdsOf(server)) <= fds_before; }, seconds(10)))
       << "the server still holds " << fds_now - fds_before
       << " more descriptors than before the files were made: forgets did not reach it";
-  const uint64_t reads = forgets_settled() - forgets_before;
+  const std::optional<uint64_t> forgets_after = forgets_settled();
+  ASSERT_TRUE(forgets_after) << "the forgets counter did not settle within 10 s:\n"
+                             << ReadFileOrEmpty(env_->stats_path());
+  const uint64_t reads = *forgets_after - *forgets_before;
   std::cout << kFiles << " unlinks in " << unlinked_ms << " ms; the side channel read " << reads
             << " FORGET/BATCH_FORGET requests\n";
-  // At most one read of forgets per millisecond of unlinking, and one after the last.
-  EXPECT_LE(reads, static_cast<uint64_t>(unlinked_ms) + 5);
+  // At most one read of forgets per millisecond of unlinking, and one after the last. Read one
+  // by one they would be kFiles; the bound tells the two apart only while unlinking is faster
+  // than one file per millisecond (here it runs at 5,000-20,000 a second): say so otherwise.
+  const uint64_t bound = static_cast<uint64_t>(unlinked_ms) + 5;
+  EXPECT_LE(reads, bound);
+  if (bound >= kFiles) {
+    std::cout << "NOTE: unlinking took " << unlinked_ms
+              << " ms, too slow for this run to tell gathered forgets from forgets read one by "
+                 "one; only the server's descriptors were checked\n";
+    RecordProperty("forget_gather_checked", "no");
+  }
 
-  // Another burst, and the mount is stopped while its forgets are being gathered: the side
-  // channel still sees the connection end and the mount exits 0.
+  // Another burst, and the mount is stopped right after it, while the last forgets may still
+  // be gathered: the side channel still sees the connection end and the mount exits 0.
   for (int i = 0; i < kFiles / 2; ++i) {
     int fd =
         ::open(env_->Mnt("g" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
@@ -885,6 +900,51 @@ TEST_F(TransportStatsTest, UringGathersTheForgetsOfManyUnlinksAndLosesNone) {
     ASSERT_EQ(RINGFS_ERRNO(::unlink(env_->Mnt("g" + std::to_string(i)).c_str())), 0);
   }
   EXPECT_TRUE(env_->Unmount(SIGTERM, seconds(5)));
+}
+
+// The kernel hands over as many queued forgets as one /dev/fuse read holds: 66,045 records in
+// the 1 MiB + 8 KiB buffer, a frame larger than the wire allows (the server closed the
+// connection, and the forgets it carried were lost: their nodes stayed open at the server). The
+// mount sends them in frames of 4,096. Made by looking up 70,000 names, stopping the mount,
+// dropping the caches (the kernel queues a forget per inode) and letting it go on.
+TEST_F(TransportStatsTest, AForgetBatchLargerThanAFrameReachesTheServerInPieces) {
+  StartWith("uring");
+  if (HasFatalFailure()) return;
+  const pid_t server = env_->server_process()->pid();
+  const pid_t mount = env_->mount_process()->pid();
+  constexpr int kFiles = 70'000;
+  const size_t fds_before = FdsOf(server);
+  ASSERT_EQ(::mkdir(env_->Exp("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) {
+    int fd =
+        ::open(env_->Exp("d/f" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ::close(fd);
+  }
+  DIR* dir = ::opendir(env_->Mnt("d").c_str());
+  ASSERT_NE(dir, nullptr) << ErrnoName(errno);
+  int looked_up = 0;
+  while (dirent* entry = ::readdir(dir)) {
+    struct stat st;
+    if (entry->d_name[0] == '.') continue;
+    if (::fstatat(::dirfd(dir), entry->d_name, &st, 0) == 0) ++looked_up;
+  }
+  ::closedir(dir);
+  ASSERT_EQ(looked_up, kFiles);
+  ASSERT_EQ(::kill(mount, SIGSTOP), 0);
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "2\n";
+  std::this_thread::sleep_for(milliseconds(200));
+  ASSERT_EQ(::kill(mount, SIGCONT), 0);
+  size_t fds_now = 0;
+  EXPECT_TRUE(WaitFor([&]() { return (fds_now = FdsOf(server)) <= fds_before; }, seconds(15)))
+      << "the server still holds " << fds_now - fds_before
+      << " more descriptors than before the names were looked up: forgets were lost\n"
+      << ReadFileOrEmpty(env_->server_log());
+  struct stat st;
+  EXPECT_EQ(::stat(env_->Mnt("d/f1").c_str(), &st), 0) << ErrnoName(errno);
+  EXPECT_EQ(StatNumber(env_->ReadStats(), "failures").value_or(0), 0u);
+  EXPECT_TRUE(env_->Unmount());
 }
 
 TEST_F(TransportStatsTest, ClassicUsesNoRing) {
