@@ -13,7 +13,7 @@ enum class CompletionKind : uint8_t {
   kHandoff = 4,      // a peer worker passed us an entry (index: entry id, res: HandoffKind)
   kHandoffSent = 5,  // our MSG_RING failed (index: entry id, argument: HandoffKind)
   kWake = 6,         // the mailbox eventfd was written
-  kReadsResume = 7,  // the forget gather wait ended: /dev/fuse is read again
+  kReadsResume = 7,  // a pause of /dev/fuse reads ended (forget gathering, read error)
 };
 
 enum class HandoffKind : uint32_t {

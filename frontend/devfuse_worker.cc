@@ -103,7 +103,7 @@ void DevFuseWorker::DoneWith(uint32_t slot) {
 }
 
 void DevFuseWorker::MaybeRead() {
-  if (reading_ > 0 || gather_wait_runs_ || connection_ended_) return;
+  if (reading_ > 0 || read_pause_runs_ || connection_ended_) return;
   for (uint32_t slot = 0; slot < use_.size(); ++slot) {
     if (use_[slot] == SlotUse::kFree) {
       PostRead(slot);
@@ -113,25 +113,36 @@ void DevFuseWorker::MaybeRead() {
   // Every slot holds a request: the first one answered reads again.
 }
 
-void DevFuseWorker::StartGatherWait() {
-  if (gather_wait_runs_) return;
+void DevFuseWorker::StartReadPause(uint64_t ns) {
+  if (read_pause_runs_) return;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   while (sqe == nullptr) {
     io_uring_submit(&ring_);
     sqe = io_uring_get_sqe(&ring_);
   }
-  gather_wait_.tv_sec = static_cast<int64_t>(config_.forget_gather_ns / 1'000'000'000);
-  gather_wait_.tv_nsec = static_cast<long long>(config_.forget_gather_ns % 1'000'000'000);
-  io_uring_prep_timeout(sqe, &gather_wait_, 0, 0);
+  read_pause_.tv_sec = static_cast<int64_t>(ns / 1'000'000'000);
+  read_pause_.tv_nsec = static_cast<long long>(ns % 1'000'000'000);
+  io_uring_prep_timeout(sqe, &read_pause_, 0, 0);
   io_uring_sqe_set_data64(sqe, MakeTag(CompletionKind::kReadsResume, 0));
-  gather_wait_runs_ = true;
+  read_pause_runs_ = true;
+}
+
+void DevFuseWorker::ResumeReads() {
+  read_pause_runs_ = false;
+  if (gathering()) {
+    MaybeRead();
+    return;
+  }
+  if (connection_ended_) return;  // EndConnection ended the free slots
+  for (uint32_t slot = 0; slot < use_.size(); ++slot) {
+    if (use_[slot] == SlotUse::kFree) PostRead(slot);
+  }
 }
 
 // Free slots would only read ENODEV: they end now, the others when their request is done (a
 // posted read sees ENODEV; a request waiting on the server ends in DoneWith).
 void DevFuseWorker::EndConnection() {
   connection_ended_ = true;
-  if (!gathering()) return;
   for (SlotUse& use : use_) {
     if (use == SlotUse::kFree) {
       use = SlotUse::kDead;
@@ -174,8 +185,7 @@ void DevFuseWorker::Loop() {
       if (TagKind(tag) == CompletionKind::kDevRead) {
         OnRead(TagIndex(tag), cqe->res);
       } else if (TagKind(tag) == CompletionKind::kReadsResume) {
-        gather_wait_runs_ = false;
-        MaybeRead();
+        ResumeReads();
       } else if (TagKind(tag) == CompletionKind::kBackend) {
         backend_->OnCompletion(tag, cqe->res);
       }
@@ -199,19 +209,26 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
       PostRead(slot);
       return;
     }
-    if (res != -ENODEV) {
-      RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s", config_.role, std::strerror(-res));
+    if (res != -ENODEV && res != -ECONNABORTED && ConnectionAlive(config_.fuse_fd.get())) {
+      // Not the end of the mount (a fault copying a request ends that request, and the kernel
+      // goes on): the slot reads again after a pause, so that an error that repeats costs no
+      // CPU. Ending the slot instead would, after a few such errors, end this worker
+      // and with it the mount (MountSession::ConnectionEnded).
+      const uint64_t now = MonotonicNs();
+      if (now - last_error_log_ns_ >= kErrorLogNs) {
+        last_error_log_ns_ = now;
+        RINGFS_LOG_ERROR("%s worker: read /dev/fuse: %s (reading again in %llu ms)", config_.role,
+                         std::strerror(-res),
+                         static_cast<unsigned long long>(kErrorPauseNs / 1'000'000));
+      }
+      use_[slot] = SlotUse::kFree;
+      StartReadPause(kErrorPauseNs);
+      return;
     }
     // Unmounted or aborted (fusectl): the end of the mount, not just of this slot.
     use_[slot] = SlotUse::kDead;
     --alive_slots_;
-    if (res == -ENODEV || res == -ECONNABORTED) {
-      EndConnection();
-    } else if (gathering()) {
-      // Any other error ends only this slot, as in classic mode: another one reads (else the
-      // side channel would stop reading for good); each failing read ends one more slot.
-      MaybeRead();
-    }
+    EndConnection();
     return;
   }
   char* buffer = buffers_ + slot * config_.buffer_bytes;
@@ -227,7 +244,7 @@ void DevFuseWorker::OnRead(uint32_t slot, int res) {
     case Verdict::Kind::kNone: {
       const uint32_t opcode = slot_state.request.opcode();
       if (gathering() && (opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET)) {
-        StartGatherWait();
+        StartReadPause(config_.forget_gather_ns);
       }
       DoneWith(slot);
       return;

@@ -5,8 +5,9 @@
 // before the ring is ready); it reads one request at a time and gathers forgets
 // (DevFuseWorkerConfig::forget_gather_ns).
 // Lifetime: Start() on the main thread after the INIT reply; the thread ends by itself when
-// the connection is gone (a read sees ENODEV, or /dev/fuse polls POLLERR while no read is
-// posted) and every slot's request is done. Join() from the main thread.
+// the connection is gone (a read sees ENODEV, or /dev/fuse polls POLLERR) and every slot's
+// request is done; a read failing otherwise is tried again after 10 ms. Join() from the main
+// thread.
 #pragma once
 
 #include <memory>
@@ -66,7 +67,10 @@ class DevFuseWorker : public ReplySink {
   void DoneWith(uint32_t slot);
   // Gathering: posts one read in a free slot unless one is posted or the wait runs.
   void MaybeRead();
-  void StartGatherWait();
+  // No read is posted in a free slot for `ns` (gathering forgets, or after a read error); one
+  // pause at a time.
+  void StartReadPause(uint64_t ns);
+  void ResumeReads();  // the pause ended
   void EndConnection();
   void OnRead(uint32_t slot, int res);
   void WriteReply(uint32_t slot, const fuse_out_header& header, size_t body_size);
@@ -80,7 +84,7 @@ class DevFuseWorker : public ReplySink {
   std::optional<Forwarder> forwarder_;            // made with the channel in Setup
   char* buffers_ = nullptr;
   size_t buffers_bytes_ = 0;
-  // kFree only when gathering: a slot with no read posted and no request.
+  // kFree: no read posted and no request (gathering, or pausing after a read error).
   enum class SlotUse : uint8_t { kReading, kBusy, kFree, kDead };
   std::vector<SlotUse> use_;
   // What one read slot holds: the request decoded from its buffer, the forwarder's state of
@@ -94,8 +98,11 @@ class DevFuseWorker : public ReplySink {
   std::vector<Slot> slots_;
   uint32_t alive_slots_ = 0;  // not kDead
   uint32_t reading_ = 0;      // kReading
-  bool gather_wait_runs_ = false;
-  __kernel_timespec gather_wait_{};  // the timeout's argument, read by the kernel at submit
+  bool read_pause_runs_ = false;
+  __kernel_timespec read_pause_{};  // the timeout's argument, read by the kernel at submit
+  static constexpr uint64_t kErrorPauseNs = 10'000'000;
+  static constexpr uint64_t kErrorLogNs = 10'000'000'000;  // one log line per 10 s at most
+  uint64_t last_error_log_ns_ = 0;
   bool connection_ended_ = false;  // a read of /dev/fuse failed for good (ENODEV: unmounted)
   static constexpr uint64_t kLookNs = 100'000'000;  // how often Loop polls for the end
   std::thread thread_;

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 #include <linux/fuse.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/wire.h"
 #include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
 #include "frontend/interrupt_board.h"
@@ -76,7 +79,8 @@ class Delivery {
  public:
   Delivery(Transport transport, uint32_t opcode, const void* op_struct, size_t op_size,
            std::string_view payload = {}, uint64_t nodeid = 7)
-      : transport_(transport), buffer_(kPayloadBytes) {
+      : transport_(transport),
+        buffer_(std::max(kPayloadBytes, sizeof(fuse_in_header) + op_size + payload.size())) {
     fuse_in_header in{};
     in.len = static_cast<uint32_t>(sizeof(in) + op_size + payload.size());
     in.opcode = opcode;
@@ -501,6 +505,53 @@ TEST_F(ForwarderEdgeTest, ManyKeptLookupsGoBackInSeveralFrames) {
   EXPECT_EQ(lookups, 2 * kNodes);
   EXPECT_NE(channel_.one_way[0].substr(0, 16), channel_.one_way[1].substr(0, 16));  // uniques
   EXPECT_EQ(kept_.kept(), 0u);
+}
+
+// One /dev/fuse read hands over as many forgets as its buffer holds (1 MiB + 8 KiB: 66,045
+// records), a frame larger than the wire allows (the server closed the connection on it): they
+// go in frames of at most 4,096 records, in order, each under a unique of its own.
+TEST_F(ForwarderEdgeTest, AKernelForgetBatchLargerThanAFrameGoesInSeveralFrames) {
+  constexpr uint32_t kRecords = 66'045;
+  std::vector<fuse_forget_one> ones(kRecords);
+  for (uint32_t i = 0; i < kRecords; ++i) ones[i] = {2000 + i, 1 + i % 3};
+  fuse_batch_forget_in batch{};
+  batch.count = kRecords;
+  Delivery many = Make(
+      Transport::kClassic, FUSE_BATCH_FORGET, batch,
+      std::string_view(reinterpret_cast<const char*>(ones.data()), ones.size() * sizeof(ones[0])),
+      0);
+  ASSERT_GT(sizeof(fuse_in_header) + sizeof(batch) + ones.size() * sizeof(ones[0]),
+            size_t{wire::kMaxFrameBytes});
+  EXPECT_EQ(Accept(many).kind, Verdict::Kind::kNone);
+  ASSERT_EQ(channel_.one_way.size(), 17u);  // 16 x 4,096 + 509
+  std::vector<fuse_forget_one> sent;
+  std::set<uint64_t> uniques;
+  for (const std::string& frame : channel_.one_way) {
+    EXPECT_LE(frame.size(), size_t{wire::kMaxFrameBytes});
+    std::vector<fuse_forget_one> records = ReadBatch(frame);
+    EXPECT_LE(records.size(), 4096u);
+    sent.insert(sent.end(), records.begin(), records.end());
+    fuse_in_header header;
+    std::memcpy(&header, frame.data(), sizeof(header));
+    uniques.insert(header.unique);
+  }
+  ASSERT_EQ(sent.size(), ones.size());
+  for (uint32_t i = 0; i < kRecords; ++i) {
+    ASSERT_EQ(sent[i].nodeid, ones[i].nodeid) << i;
+    ASSERT_EQ(sent[i].nlookup, ones[i].nlookup) << i;
+  }
+  EXPECT_EQ(uniques.size(), channel_.one_way.size());
+  EXPECT_EQ(stats_.forwarded.load(), channel_.one_way.size());
+
+  // A batch that fits goes as the kernel sent it, in one frame.
+  channel_.one_way.clear();
+  batch.count = 2;
+  Delivery two =
+      Make(Transport::kClassic, FUSE_BATCH_FORGET, batch,
+           std::string_view(reinterpret_cast<const char*>(ones.data()), 2 * sizeof(ones[0])), 0);
+  EXPECT_EQ(Accept(two).kind, Verdict::Kind::kNone);
+  ASSERT_EQ(channel_.one_way.size(), 1u);
+  EXPECT_EQ(ReadBatch(channel_.one_way[0]).size(), 2u);
 }
 
 // An idle mount: the channel's tick hands back what ended, with no request from the kernel.

@@ -398,8 +398,9 @@ void MountSession::AbortConnection() {
 }
 
 bool MountSession::ConnectionEnded() const {
-  // /dev/fuse readers end only on ENODEV, i.e. when the kernel connection is gone; in ring mode
-  // the side channel is such a reader for the whole mount.
+  // /dev/fuse readers end only when the kernel connection is gone (a read's ENODEV or
+  // ECONNABORTED, or POLLERR); in ring mode the side channel is such a reader for the whole
+  // mount.
   for (const auto& worker : devfuse_workers_) {
     if (!worker->finished()) return false;
   }
