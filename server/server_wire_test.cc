@@ -107,6 +107,23 @@ wire::ClientHello MountHello(uint32_t queue, const std::string& host_id) {
   return hello;
 }
 
+// Starts `server` and connects, as this host's mount, the connection of the kernel queue of the
+// last of `cpus`, which it returns.
+uint32_t StartAndConnectHere(Server* server, const std::vector<int>& cpus,
+                             std::unique_ptr<TestClient>* client) {
+  const auto queue = static_cast<uint32_t>(cpus.back());
+  [&] {
+    ASSERT_TRUE(server->Start().ok());
+    wire::ServerHello reply;
+    auto connected =
+        TestClient::Connect(server->bound_address(), MountHello(queue, ThisHostId()), &reply);
+    ASSERT_TRUE(connected.ok()) << connected.status();
+    ASSERT_EQ(reply.result(), wire::ServerHello::OK);
+    *client = std::move(*connected);
+  }();
+  return queue;
+}
+
 // Threads of this process whose affinity is exactly `cpu`: the kernel's io-wq threads aside
 // (they keep the affinity their worker had when they started), or only those.
 int ThreadsPinnedTo(uint32_t cpu, bool io_threads = false) {
@@ -280,14 +297,10 @@ TEST(PlacementWireTest, AWorkerMovingBulkDataLeavesTheCpuAndComesBack) {
   ServerConfig config = PlacedConfig(exported.path(), cpus, /*sched_idle=*/false);
   config.bulk_window_bytes = 2 << 20;
   Server server(config);
-  ASSERT_TRUE(server.Start().ok());
-  const auto queue = static_cast<uint32_t>(cpus.back());
-  wire::ServerHello reply;
-  auto connected =
-      TestClient::Connect(server.bound_address(), MountHello(queue, ThisHostId()), &reply);
-  ASSERT_TRUE(connected.ok()) << connected.status();
-  ASSERT_EQ(reply.result(), wire::ServerHello::OK);
-  TestClient& client = **connected;
+  std::unique_ptr<TestClient> connected;
+  const uint32_t queue = StartAndConnectHere(&server, cpus, &connected);
+  if (HasFatalFailure()) return;
+  TestClient& client = *connected;
   auto call = [&](const std::string& frame) {
     absl::StatusOr<Reply> r = client.Call(frame);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -321,7 +334,7 @@ TEST(PlacementWireTest, AWorkerMovingBulkDataLeavesTheCpuAndComesBack) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(ThreadsPinnedTo(queue), 1) << "not placed again once the traffic stopped";
-  connected->reset();
+  connected.reset();
   server.Stop();
 }
 
@@ -340,14 +353,10 @@ TEST(PlacementWireTest, APlacedWorkersLargeWritesRunOnIoThreadsThatAreNotPinned)
   ServerConfig config = PlacedConfig(exported.path(), cpus, /*sched_idle=*/false);
   config.bulk_window_bytes = uint64_t{1} << 40;
   Server server(config);
-  ASSERT_TRUE(server.Start().ok());
-  const auto queue = static_cast<uint32_t>(cpus.back());
-  wire::ServerHello reply;
-  auto connected =
-      TestClient::Connect(server.bound_address(), MountHello(queue, ThisHostId()), &reply);
-  ASSERT_TRUE(connected.ok()) << connected.status();
-  ASSERT_EQ(reply.result(), wire::ServerHello::OK);
-  TestClient& client = **connected;
+  std::unique_ptr<TestClient> connected;
+  const uint32_t queue = StartAndConnectHere(&server, cpus, &connected);
+  if (HasFatalFailure()) return;
+  TestClient& client = *connected;
   uint64_t unique = 1;
   constexpr int kFiles = 3;
   uint64_t nodes[kFiles], handles[kFiles];
@@ -391,7 +400,7 @@ TEST(PlacementWireTest, APlacedWorkersLargeWritesRunOnIoThreadsThatAreNotPinned)
     ASSERT_EQ(::stat(exported.Join("big" + std::to_string(f)).c_str(), &st), 0);
     EXPECT_EQ(st.st_size, kRounds << 20);
   }
-  connected->reset();
+  connected.reset();
   server.Stop();
 }
 
