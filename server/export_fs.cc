@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -40,6 +42,18 @@ absl::StatusOr<UniqueFd> LookupBeneath(int parent_fd, std::string_view name) {
 }
 
 std::string ProcFdPath(int fd) { return absl::StrFormat("/proc/self/fd/%d", fd); }
+
+int ChmodFd(int fd, mode_t mode) {
+  // Debian 12's headers predate the call; its number is the same on every architecture.
+  constexpr long kFchmodat2 = 452;
+  static std::atomic<bool> unsupported{false};
+  if (!unsupported.load(std::memory_order_relaxed)) {
+    if (syscall(kFchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0) return 0;
+    if (errno != ENOSYS) return -1;
+    unsupported.store(true, std::memory_order_relaxed);
+  }
+  return chmod(ProcFdPath(fd).c_str(), mode);
+}
 
 absl::StatusOr<UniqueFd> Reopen(int path_fd, int flags) {
   // O_DIRECT is the client's business (it bypasses the client's page cache); the server serves

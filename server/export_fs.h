@@ -37,6 +37,11 @@ absl::StatusOr<UniqueFd> LookupBeneath(int parent_fd, std::string_view name);
 // "/proc/self/fd/<fd>".
 std::string ProcFdPath(int fd);
 
+// chmod of the file behind `fd` (an O_PATH fd too, where fchmod fails): fchmodat2 with
+// AT_EMPTY_PATH (Linux 6.6), else chmod of its /proc/self/fd link, a path walk through procfs
+// per call. Returns 0, or -1 with errno set.
+int ChmodFd(int fd, mode_t mode);
+
 // Opens the file behind our O_PATH fd for I/O. O_CREAT, O_EXCL, O_NOCTTY and O_NOFOLLOW are
 // dropped (the path is a magic link we made ourselves); symlinks fail with ELOOP.
 absl::StatusOr<UniqueFd> Reopen(int path_fd, int flags);

@@ -102,6 +102,22 @@ TEST_F(ConfinementTest, ChmodOfSymlinkDoesNotTouchTarget) {
   EXPECT_EQ(after.st_size, 6);
 }
 
+// ChmodFd changes the file behind an O_PATH fd (fchmod refuses those) and never a symlink's
+// target.
+TEST_F(ConfinementTest, ChmodFdChangesTheFileBehindAPathFd) {
+  std::ofstream(dir_.Join("plain")) << "x";
+  UniqueFd fd(open(dir_.Join("plain").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_EQ(ChmodFd(fd.get(), 0604), 0) << strerror(errno);
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.Join("plain").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
+  UniqueFd dir(open(dir_.Join("sub").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_EQ(ChmodFd(dir.get(), 0711), 0) << strerror(errno);
+  ASSERT_EQ(stat(dir_.Join("sub").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+}
+
 TEST_F(ConfinementTest, RenameAcrossSymlinkDirFails) {
   std::ofstream(dir_.Join("f")) << "x";
   uint64_t link = LookupId(1, "etc_link");

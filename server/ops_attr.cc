@@ -80,8 +80,6 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
     fd = node->fd.get();
     type = node->type;
   }
-  const std::string path = ProcFdPath(fd);
-
   if (in.valid & (FATTR_UID | FATTR_GID)) {
     uid_t uid = (in.valid & FATTR_UID) ? in.uid : static_cast<uid_t>(-1);
     gid_t gid = (in.valid & FATTR_GID) ? in.gid : static_cast<gid_t>(-1);
@@ -91,7 +89,7 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
   }
   if (in.valid & FATTR_MODE) {
     if (type == S_IFLNK) return ErrnoError(EOPNOTSUPP, "chmod of a symlink");
-    if (chmod(path.c_str(), RequestedMode(ctx, in.mode & 07777)) != 0) {
+    if (ChmodFd(fd, RequestedMode(ctx, in.mode & 07777)) != 0) {
       return ErrnoError(errno, "chmod");
     }
   } else if ((in.valid & FATTR_KILL_SUIDGID) && type == S_IFREG) {
@@ -106,13 +104,9 @@ absl::Status Executor::Run(const OpContext& ctx, const SetattrArgs& a, ReplyBody
     times[1] = (in.valid & FATTR_MTIME)
                    ? ToTimespec(in.mtime, in.mtimensec, in.valid & FATTR_MTIME_NOW)
                    : timespec{0, UTIME_OMIT};
-    if (type == S_IFLNK) {
-      // The magic link of an O_PATH symlink fd is the symlink itself; utimensat must not follow
-      // it any further, hence AT_SYMLINK_NOFOLLOW on an empty path of the fd.
-      if (utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
-        return ErrnoError(errno, "utimensat");
-      }
-    } else if (utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) {
+    // On the fd itself (an O_PATH fd of a symlink is the symlink: never followed), not its
+    // /proc/self/fd link, which would cost a path walk through procfs.
+    if (utimensat(fd, "", times, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) != 0) {
       return ErrnoError(errno, "utimensat");
     }
   }

@@ -155,7 +155,8 @@ Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body)
   if (a.data.size() <= kInlineWriteBytes) {
     // With the server's credentials, as the ring's writes: which set-id bits a write clears is
     // the client kernel's decision (FUSE_WRITE_KILL_SUIDGID above), not whichever caller this
-    // thread last acted as. Free when it acts as root; two capsets and setfsuids otherwise.
+    // thread last acted as. Free when it acts as root (a caller or itself); two capsets and
+    // setfsuids otherwise.
     ServerCredsScope as_server;
     const iovec part{const_cast<char*>(a.data.data()), a.data.size()};
     ssize_t n = pwritev2((*handle)->fd.get(), &part, 1, static_cast<off_t>(a.offset), rw_flags);

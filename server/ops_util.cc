@@ -95,8 +95,7 @@ absl::Status KillSuidSgid(int fd) {
   if ((mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~S_ISGID;
   if (killed == mode) return absl::OkStatus();
   ServerCredsScope as_server;
-  // Through our own /proc/self/fd link: works for O_PATH fds, where fchmod does not.
-  if (chmod(ProcFdPath(fd).c_str(), killed) != 0) return ErrnoError(errno, "chmod (kill suid/sgid)");
+  if (ChmodFd(fd, killed) != 0) return ErrnoError(errno, "chmod (kill suid/sgid)");
   return absl::OkStatus();
 }
 

@@ -124,6 +124,10 @@ void ActAsServer() {
 
 ServerCredsScope::ServerCredsScope() {
   if (!state.known || state.server) return;  // already the server
+  // Acting as a root caller is fsuid 0 with every permitted capability effective (ActAs drops
+  // them only for others): all the scope would set. Skipping it saves a capset and two
+  // setfsuids (each a new set of credentials freed through RCU) per small write of root's.
+  if (state.uid == 0) return;
   // Only the file-system uid and the capabilities matter to what the scope does.
   SetEffective(true);
   setfsuid(0);

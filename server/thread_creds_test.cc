@@ -89,6 +89,25 @@ TEST_F(ThreadCredsTest, ServerScopeAndSwitchBackAndSwitchCount) {
   });
 }
 
+// Acting as a root caller, the scope leaves the credentials alone (they already are what it
+// wants): the thread keeps the caller's group for what it creates after the scope.
+TEST_F(ThreadCredsTest, ARootCallerKeepsItsGroupThroughAServerScope) {
+  InThread([&] {
+    ASSERT_TRUE(ActAs(Who(0, 4242, {4242})).ok());
+    {
+      ServerCredsScope as_server;
+      UniqueFd fd(open(secret_.c_str(), O_RDONLY | O_CLOEXEC));
+      EXPECT_TRUE(fd.valid());
+    }
+    UniqueFd created(open(dir_.Join("by-root").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    ASSERT_TRUE(created.valid()) << strerror(errno);
+    struct stat st {};
+    ASSERT_EQ(fstat(created.get(), &st), 0);
+    EXPECT_EQ(st.st_uid, 0u);
+    EXPECT_EQ(st.st_gid, 4242u);
+  });
+}
+
 TEST_F(ThreadCredsTest, OtherThreadsKeepTheirIdentity) {
   std::thread other([&] { ASSERT_TRUE(ActAs(Who(65534, 65534, {65534})).ok()); });
   other.join();
