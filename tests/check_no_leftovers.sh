@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest cleanup step for the integration tests of ONE build tree.
 # usage: check_no_leftovers.sh PREFIX     (e.g. /tmp/ringfs-it-0123abcd.)
-# Fails if a mount or daemon of that build's tests survived (their temp trees all start with
+# Fails if a mount, daemon or control socket of that build's tests survived (their temp trees all start with
 # PREFIX), after removing it so that the machine is clean either way. Nothing else is touched.
 set -uo pipefail
 prefix="${1:?usage: check_no_leftovers.sh PREFIX}"
@@ -39,8 +39,17 @@ for dir in "$prefix"*; do
     rm -rf --one-file-system "$dir"
 done
 
+# Default control sockets of mounts under PREFIX: /run/ringfs/<systemd-escaped mountpoint>.sock.
+escaped="$(printf '%s' "${prefix#/}" | sed 's/-/\\x2d/g; s|/|-|g')"
+for sock in /run/ringfs/"$escaped"*; do
+  [ -S "$sock" ] || continue
+  echo "leftover control socket: $sock" >&2
+  leftovers=1
+  rm -f "$sock"
+done
+
 if [ "$leftovers" -ne 0 ]; then
-  echo "FAILED: integration tests left mounts or processes behind (cleaned up now)" >&2
+  echo "FAILED: integration tests left mounts, processes or sockets behind (cleaned up now)" >&2
   exit 1
 fi
 echo "no leftover ringfs test mounts or processes under ${prefix}*"

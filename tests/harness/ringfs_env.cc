@@ -16,6 +16,8 @@
 #include <sstream>
 #include <thread>
 
+#include "controller/control_endpoint.h"
+
 namespace ringfs::testing {
 namespace {
 
@@ -383,6 +385,9 @@ void RingfsEnv::Teardown() {
   for (pid_t pid : FindProcessesWithArg(base_)) ::kill(pid, SIGKILL);
   final_logs_ = DescribeLogs();
   if (!IsMounted(mount_dir_)) {
+    // A mount that died by SIGKILL (a fault test) leaves its control socket behind; with a new
+    // base directory per test nothing would ever reuse the name.
+    ::unlink(controller::DefaultSocketPath(mount_dir_).c_str());
     if (::getenv("RINGFS_KEEP_TMP") == nullptr && !RemoveTree(base_)) {
       notes << "could not remove " << base_ << "; ";
     }
