@@ -12,6 +12,7 @@
 // only from Deliver(), which the worker calls from its loop, never from inside the receive path.
 #pragma once
 
+#include <liburing.h>
 #include <linux/fuse.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -22,8 +23,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <liburing.h>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -38,16 +37,17 @@
 #include "common/wire.h"
 #include "frontend/async_removals.h"
 #include "frontend/complete_dirs.h"
-#include "frontend/kept_entries.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/dir_ends.h"
 #include "frontend/interrupt_board.h"
+#include "frontend/kept_entries.h"
 #include "frontend/kernel_notifier.h"
-#include "frontend/xattr_cache.h"
 #include "frontend/node_ledger.h"
 #include "frontend/reclaim_run.h"
 #include "frontend/reply_frame.h"
 #include "frontend/reply_origin.h"
 #include "frontend/server_binding.h"
+#include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
 
@@ -92,6 +92,8 @@ struct BackendConfig {
   CompleteDirs* dirs = nullptr;
   // Entries the kernel forgot, kept (frontend/kept_entries.h); null: off. Needs `dirs`.
   KeptEntries* kept = nullptr;
+  // Where open directories' listings end (frontend/dir_ends.h); null: off.
+  DirEnds* dir_ends = nullptr;
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;

@@ -54,14 +54,7 @@ absl::Status DevFuseWorker::Setup() {
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
   channel_.emplace(backend_.get());
-  forwarder_.emplace(Forwarder::Config{.dir_attrs = config_.backend.dir_attrs,
-                                       .interrupts = config_.backend.interrupts,
-                                       .xattrs = config_.backend.xattrs,
-                                       .dirs = config_.backend.dirs,
-                                       .kept = config_.backend.kept,
-                                       .notifier = config_.backend.notifier,
-                                       .async = config_.backend.async},
-                     stats_, &*channel_);
+  forwarder_.emplace(ForwarderConfigOf(config_.backend), stats_, &*channel_);
   use_.assign(config_.slots, SlotUse::kFree);
   slots_.assign(config_.slots, Slot{});
   alive_slots_ = config_.slots;

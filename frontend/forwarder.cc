@@ -169,6 +169,17 @@ Verdict Forwarder::Answer(const KernelRequest& request, RequestState* state, int
   return verdict;
 }
 
+Forwarder::Config ForwarderConfigOf(const BackendConfig& backend) {
+  return Forwarder::Config{.dir_attrs = backend.dir_attrs,
+                           .interrupts = backend.interrupts,
+                           .xattrs = backend.xattrs,
+                           .dirs = backend.dirs,
+                           .kept = backend.kept,
+                           .notifier = backend.notifier,
+                           .async = backend.async,
+                           .dir_ends = backend.dir_ends};
+}
+
 Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, void* body) {
   *state = RequestState{};
   state->received_ns = config_.clock();
@@ -234,7 +245,8 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   if (!unlinks_owed) {
     local = AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
                           request.op_in_size, {request.payload, request.payload_size},
-                          LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept},
+                          LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept,
+                                      config_.dir_ends},
                           body, state->received_ns);
   }
   if (local) {
@@ -332,6 +344,14 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     state->keep_dir = request.header.nodeid;
     state->keep_name = NameAt(request, 0);
   }
+  if (config_.dir_ends != nullptr &&
+      (request.opcode() == FUSE_READDIR || request.opcode() == FUSE_READDIRPLUS)) {
+    const fuse_read_in& in = request.Struct<fuse_read_in>();
+    config_.dir_ends->Asking(in.fh, request.header.unique, in.offset, in.size,
+                             request.opcode() == FUSE_READDIRPLUS);
+    state->listing = true;
+    state->listing_fh = in.fh;
+  }
   channel_->Submit(pending, request.header, parts, nparts, state->received_ns);
   ++inflight_;
   state->sent_ns = config_.clock();
@@ -413,6 +433,13 @@ void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, cons
   }
   state->keep_ticket = 0;
   state->keep_opcode = 0;
+  if (state->listing) {
+    // Anything but the server's own answer (a deadline, a lost connection) teaches nothing.
+    config_.dir_ends->Learn(state->listing_fh, header.unique,
+                            origin == ReplyOrigin::kServer ? -header.error : EIO,
+                            {body, body_size});
+  }
+  state->listing = false;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {
     stats_->backend_rtt.Observe(static_cast<int64_t>(config_.clock() - state->sent_ns));

@@ -18,15 +18,16 @@
 #include "frontend/async_removals.h"
 #include "frontend/backend_channel.h"
 #include "frontend/complete_dirs.h"
+#include "frontend/dir_attr_cache.h"
+#include "frontend/dir_ends.h"
+#include "frontend/interrupt_board.h"
 #include "frontend/kept_entries.h"
 #include "frontend/kernel_notifier.h"
-#include "frontend/dir_attr_cache.h"
-#include "frontend/xattr_cache.h"
-#include "frontend/interrupt_board.h"
 #include "frontend/kernel_request.h"
 #include "frontend/queue/request_class.h"
 #include "frontend/reply_origin.h"
 #include "frontend/worker_stats.h"
+#include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
 
@@ -106,6 +107,7 @@ class Forwarder {
     KeptEntries* kept = nullptr;            // null: every FORGET goes to the server (needs dirs)
     KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
     AsyncRemovals* async = nullptr;         // null: every UNLINK waits for the server
+    DirEnds* dir_ends = nullptr;            // null: every READDIR goes to the server
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
@@ -174,5 +176,8 @@ class Forwarder {
   // 4,096 records (64 KiB) stay far from the limit.
   static constexpr size_t kForgetsPerFrame = 4096;
 };
+
+// The Forwarder's view of a worker's backend configuration (both transports).
+Forwarder::Config ForwarderConfigOf(const BackendConfig& backend);
 
 }  // namespace ringfs::frontend

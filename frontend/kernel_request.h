@@ -67,6 +67,9 @@ struct RequestState {
   uint64_t sent_ns = 0;      // when it went to the server
   // Its answer may make the kernel build a dentry or inode (KernelNotifier::AnswerBegins).
   bool builds_entry = false;
+  // A READDIR/READDIRPLUS went to the server: DirEnds learns from its answer. (Next to the other
+  // bool, in its padding: every queue slot of every possible CPU has a RequestState.)
+  bool listing = false;
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the
   // name (the reply may land over the request's bytes).
   uint64_t keep_node = 0;  // the request's node: an ESTALE answer means it is gone
@@ -75,6 +78,7 @@ struct RequestState {
   uint32_t keep_opcode = 0;
   uint64_t keep_dir = 0;
   std::string keep_name;
+  uint64_t listing_fh = 0;  // that READDIR's handle
 };
 
 // A request delivered in a ring entry: header in `entry.in_out`, argument struct in

@@ -48,6 +48,21 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
     }
     case FUSE_FLUSH:
       return LocalAnswer{ENOSYS, 0};
+    case FUSE_READDIR:
+    case FUSE_READDIRPLUS: {
+      if (caches.dir_ends == nullptr || op_in_size < sizeof(fuse_read_in)) return std::nullopt;
+      fuse_read_in in;
+      std::memcpy(&in, op_in, sizeof(in));
+      if (!caches.dir_ends->AtEnd(in.fh, in.offset)) return std::nullopt;
+      return LocalAnswer{0, 0};
+    }
+    case FUSE_RELEASEDIR:
+      if (caches.dir_ends != nullptr && op_in_size >= sizeof(fuse_release_in)) {
+        fuse_release_in in;
+        std::memcpy(&in, op_in, sizeof(in));
+        caches.dir_ends->Released(in.fh);
+      }
+      return std::nullopt;
     case FUSE_GETATTR: {
       if (cache == nullptr) return std::nullopt;
       fuse_getattr_in in{};

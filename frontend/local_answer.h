@@ -12,6 +12,8 @@
 //   lifetime, as the server's own negative entries).
 // - LOOKUP of a name whose node the kernel forgot and ringfs-mount kept (KeptEntries): its entry,
 //   attributes expired, handing one kept lookup back to the kernel.
+// - READDIR/READDIRPLUS of an open directory at its listing's known end (DirEnds): empty.
+//   RELEASEDIR forgets that end.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once
@@ -23,6 +25,7 @@
 
 #include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
+#include "frontend/dir_ends.h"
 #include "frontend/kept_entries.h"
 #include "frontend/xattr_cache.h"
 
@@ -39,6 +42,7 @@ struct LocalCaches {
   const XattrAbsenceCache* xattrs = nullptr;
   const CompleteDirs* dirs = nullptr;
   KeptEntries* kept = nullptr;
+  DirEnds* dir_ends = nullptr;
 };
 
 // `op_in` is the request's argument struct (op_in_size bytes), `payload` what follows it (names);

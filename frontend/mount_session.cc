@@ -141,6 +141,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.xattrs = xattrs_.get();
   config.dirs = complete_dirs_.get();
   config.kept = kept_entries_.get();
+  config.dir_ends = dir_ends_.get();
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;

@@ -100,6 +100,8 @@ class MountSession {
   std::unique_ptr<NodeLedger> ledger_;
   // Which nodes have no file capability (only with invalidations, which keep it coherent).
   std::unique_ptr<XattrAbsenceCache> xattrs_;
+  // Where open directories' listings end (its answers are the server's own: always on).
+  std::unique_ptr<DirEnds> dir_ends_ = std::make_unique<DirEnds>();
   std::unique_ptr<CompleteDirs> complete_dirs_;  // null with no_complete_dirs
   // Null without async_unlink, async_setattr and async_write, or without post-op directory
   // attributes (no_dir_attrs).

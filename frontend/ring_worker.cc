@@ -138,14 +138,7 @@ absl::Status RingWorker::Setup(std::vector<uint16_t> register_qids) {
       std::move(backend), &ring_, static_cast<uint8_t>(CompletionKind::kBackend), this);
   backend_->Start();
   channel_.emplace(backend_.get());
-  forwarder_.emplace(Forwarder::Config{.dir_attrs = backend_config_.dir_attrs,
-                                       .interrupts = backend_config_.interrupts,
-                                       .xattrs = backend_config_.xattrs,
-                                       .dirs = backend_config_.dirs,
-                                       .kept = backend_config_.kept,
-                                       .notifier = backend_config_.notifier,
-                                       .async = backend_config_.async},
-                     stats_, &*channel_);
+  forwarder_.emplace(ForwarderConfigOf(backend_config_), stats_, &*channel_);
 
   for (uint16_t qid : register_qids) {
     for (uint32_t i = 0; i < initial_depth_; ++i) {

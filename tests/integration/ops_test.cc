@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -469,6 +470,88 @@ TEST_P(OpsTest, OpendirReaddir) {
   errno = 0;
   EXPECT_EQ(::opendir(Mnt("file").c_str()), nullptr);
   EXPECT_EQ(errno, ENOTDIR);
+}
+
+// The READDIR after a listing's last entry is answered by ringfs-mount (frontend/dir_ends.h):
+// every listing below ends that way, and what it answers must be what the server would -- in
+// particular a rewind after the directory changed on the server lists the change.
+TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
+  ASSERT_EQ(::mkdir(Mnt("big").c_str(), 0755), 0);
+  std::set<std::string> want = {".", ".."};
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(WriteFile(Mnt("d/f" + std::to_string(i)), "x"), 0);
+    want.insert("f" + std::to_string(i));
+  }
+  // Many pages of 100-byte names: every answer but the last stops for room.
+  std::set<std::string> want_big = {".", ".."};
+  for (int i = 0; i < 200; ++i) {
+    std::string name = std::to_string(i) + std::string(100, 'n');
+    ASSERT_EQ(WriteFile(Mnt("big/" + name), ""), 0);
+    want_big.insert(name);
+  }
+  // The whole listing of the open directory `fd` from its current position, each name once.
+  auto list = [](int fd) {
+    std::vector<std::string> names;
+    alignas(8) char buf[4096];
+    for (;;) {
+      long n = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      for (long pos = 0; pos < n;) {
+        auto* d = reinterpret_cast<struct dirent64*>(buf + pos);
+        names.emplace_back(d->d_name);
+        pos += d->d_reclen;
+      }
+    }
+    return names;
+  };
+  auto as_set = [](const std::vector<std::string>& names) {
+    return std::set<std::string>(names.begin(), names.end());
+  };
+  auto answered_locally = [&] {
+    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+  };
+  usleep(300'000);  // the stats file is rewritten about every 200 ms
+  const uint64_t before = answered_locally();
+
+  int fd = ::open(Mnt("d").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  std::vector<std::string> first = list(fd);
+  EXPECT_EQ(first.size(), want.size());
+  EXPECT_EQ(as_set(first), want);
+  // At the end, reading again stays at the end.
+  EXPECT_TRUE(list(fd).empty());
+  // Made on the server: not in the snapshot this handle lists (POSIX leaves it open), but a
+  // rewind takes a new one.
+  ASSERT_EQ(WriteFile(Exp("d/new"), "y"), 0);
+  EXPECT_TRUE(list(fd).empty());
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  want.insert("new");
+  std::vector<std::string> second = list(fd);
+  EXPECT_EQ(second.size(), want.size());
+  EXPECT_EQ(as_set(second), want) << "a rewind after a change on the server missed it";
+  ASSERT_EQ(::unlink(Exp("d/new").c_str()), 0);
+  ASSERT_EQ(::lseek(fd, 0, SEEK_SET), 0);
+  want.erase("new");
+  EXPECT_EQ(as_set(list(fd)), want) << "a rewind after a removal on the server listed it";
+  ::close(fd);
+
+  for (int pass = 0; pass < 2; ++pass) {
+    int big = ::open(Mnt("big").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(big, 0) << ErrnoName(errno);
+    std::vector<std::string> names = list(big);
+    ::close(big);
+    EXPECT_EQ(names.size(), want_big.size()) << "pass " << pass;
+    EXPECT_EQ(as_set(names), want_big) << "pass " << pass;
+  }
+  // Five listings ended (the small one three times, the big one twice), and the small one was
+  // read at its end twice more: seven ends, none asked of the server.
+  uint64_t local = 0;
+  for (int tries = 0; tries < 30 && local < 7; ++tries) {
+    usleep(100'000);
+    local = answered_locally() - before;
+  }
+  EXPECT_GE(local, 7u) << "the ends of listings went to the server";
 }
 
 TEST_P(OpsTest, FsyncAndFdatasync) {

@@ -5,11 +5,13 @@
 // numbered node ids and fh from scratch, so old descriptors wrote into, read from and created
 // entries inside the new objects.
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -219,6 +222,67 @@ TEST_P(RestartTest, OldDirectoryDescriptorsNeverReachDirectoriesCreatedAfterRest
     const std::string x = Exp("newdir" + std::to_string(k) + "/x");
     EXPECT_NE(::access(x.c_str(), F_OK), 0) << "an old directory fd created " << x;
   }
+  PrintOutcomes();
+}
+
+// ringfs-mount answers the READDIR at a listing's end itself (frontend/dir_ends.h) from what
+// the old server said. Across a SIGKILL and restart that stays an end (the handle's snapshot is
+// the old one), and a rewind lists what the new server has, a name made meanwhile included --
+// or fails as an old descriptor may (ESTALE/EIO), never lists a stale directory.
+TEST_P(RestartTest, AListingOpenAcrossARestartStillEndsAndARewindListsTheNewServer) {
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  std::set<std::string> want = {".", "..", "a", "b", "c"};
+  for (const char* name : {"a", "b", "c"})
+    ASSERT_EQ(WriteFile(Mnt(std::string("d/") + name), "x"), 0);
+  // The listing from the current position; 0 or the errno of the getdents that failed.
+  auto list = [](int fd, std::set<std::string>* names) {
+    alignas(8) char buf[4096];
+    for (;;) {
+      long n = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      if (n < 0) return errno;
+      if (n == 0) return 0;
+      for (long pos = 0; pos < n;) {
+        auto* d = reinterpret_cast<struct dirent64*>(buf + pos);
+        names->insert(d->d_name);
+        pos += d->d_reclen;
+      }
+    }
+  };
+  int fd = ::open(Mnt("d").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  OpenFds hold;
+  hold.Add(fd);
+  std::set<std::string> before;
+  ASSERT_EQ(list(fd, &before), 0);
+  ASSERT_EQ(before, want);
+
+  KillAndRestart();
+  if (HasFatalFailure()) return;
+  ASSERT_EQ(WriteFile(Exp("d/new"), "y"), 0);
+  want.insert("new");
+
+  std::set<std::string> at_end;
+  EXPECT_EQ(list(fd, &at_end), 0);
+  EXPECT_TRUE(at_end.empty()) << "the end of a listing moved";
+  std::set<std::string> again;
+  const int err = RetryWhileReconnecting([&] {
+    again.clear();
+    if (::lseek(fd, 0, SEEK_SET) != 0) return errno;
+    return list(fd, &again);
+  });
+  Note("rewind and list", err);
+  if (err != 0) {
+    EXPECT_TRUE(IsStaleOrIo(err)) << "rewind: " << ErrnoName(err);
+  } else {
+    EXPECT_EQ(again, want) << "a rewind after the restart listed the old directory";
+  }
+  // A new descriptor always lists the new server's directory.
+  std::set<std::string> fresh;
+  int fd2 = ::open(Mnt("d").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd2, 0) << ErrnoName(errno);
+  EXPECT_EQ(list(fd2, &fresh), 0);
+  ::close(fd2);
+  EXPECT_EQ(fresh, want);
   PrintOutcomes();
 }
 
