@@ -59,11 +59,11 @@ void DirEnds::Learn(uint64_t fh, uint64_t unique, int error, std::span<const cha
   Handle& h = it->second;
   std::optional<uint64_t> end;
   if (error == 0 && h.unique == unique && unique != 0) {
-    if (reply.empty()) {
-      end = h.offset;  // the server said so itself
-    } else if (reply.size() <= h.size &&
-               h.size - reply.size() >= (h.plus ? kLongestDirentPlus : kLongestDirent)) {
-      end = LastCookie(h.plus, reply);
+    // Room left for the longest entry: the server stopped at the end, not for room (an empty
+    // answer to a tiny size would be the latter; the kernel always asks for a page).
+    const size_t longest = h.plus ? kLongestDirentPlus : kLongestDirent;
+    if (reply.size() <= h.size && h.size - reply.size() >= longest) {
+      end = reply.empty() ? std::optional<uint64_t>(h.offset) : LastCookie(h.plus, reply);
     }
   }
   if (h.unique == unique) h.unique = 0;

@@ -5,15 +5,16 @@
 //
 // Why the answer is the server's: ringfs-server serves a directory handle's listing from a
 // snapshot it takes at offset 0 (server/ops_dir.cc), entry i having cookie i + 1, and fills an
-// answer until the next entry does not fit (docs/wire_format.md, "READDIR"). An answer with room
+// answer until the next entry does not fit (proto/wire_format.md, "Replies"). An answer with room
 // left for the longest possible entry therefore holds the snapshot's last entry, and a READDIR of
 // the same handle at that entry's cookie gets nothing until a READDIR at offset 0 takes a new
 // snapshot -- whose answer this learns from again. (A server that lost the handle, restarted
 // and reclaimed, takes a new snapshot wherever the next READDIR starts: it could list entries
 // made since. Not listing them is what POSIX allows for entries added after opendir/rewinddir.)
 //
-// Keyed by the kernel's file handle; forgotten at RELEASEDIR. Thread-safe: a directory's
-// requests reach any queue (the kernel serializes them per open file).
+// Keyed by the kernel's file handle; forgotten at RELEASEDIR. Past 65,536 open directories the
+// ones beyond are not learned (their ends go to the server, as before). Thread-safe: a
+// directory's requests reach any queue (the kernel serializes them per open file).
 #pragma once
 
 #include <cstddef>

@@ -66,6 +66,9 @@ TEST(DirEndsTest, AnEmptyAnswerIsTheEndAtItsOffset) {
   DirEnds ends;
   Answer(ends, 7, 12, 4096, false, {});
   EXPECT_TRUE(ends.AtEnd(7, 12));
+  // Empty because the size had no room for the next entry: not the end.
+  Answer(ends, 7, 12, 64, false, {});
+  EXPECT_FALSE(ends.AtEnd(7, 12));
 }
 
 TEST(DirEndsTest, ANewSnapshotOrAFailureForgetsTheOldEnd) {

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace ringfs::server {
@@ -49,8 +50,18 @@ int ChmodFd(int fd, mode_t mode) {
   static std::atomic<bool> unsupported{false};
   if (!unsupported.load(std::memory_order_relaxed)) {
     if (syscall(kFchmodat2, fd, "", mode, AT_EMPTY_PATH) == 0) return 0;
-    if (errno != ENOSYS) return -1;
+    if (errno != ENOSYS && errno != EPERM) return -1;
+    // EPERM is also what a seccomp profile that predates the call answers (Docker's did): a
+    // chmod that the old way allows says which it was.
+    const int refused = errno;
+    if (chmod(ProcFdPath(fd).c_str(), mode) != 0) return -1;
+    if (refused == EPERM) {
+      RINGFS_LOG_WARN(
+          "fchmodat2 refused (EPERM) where chmod is allowed: a seccomp profile? "
+          "using chmod of /proc/self/fd from now on");
+    }
     unsupported.store(true, std::memory_order_relaxed);
+    return 0;
   }
   return chmod(ProcFdPath(fd).c_str(), mode);
 }

@@ -4,10 +4,18 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstddef>
 #include <fstream>
+#include <iterator>
 
 #include "server/executor_fixture.h"
 
@@ -116,6 +124,37 @@ TEST_F(ConfinementTest, ChmodFdChangesTheFileBehindAPathFd) {
   ASSERT_EQ(ChmodFd(dir.get(), 0711), 0) << strerror(errno);
   ASSERT_EQ(stat(dir_.Join("sub").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0711u);
+}
+
+// Under a seccomp profile that predates fchmodat2 the call fails with EPERM (Docker's did):
+// ChmodFd must still chmod, through /proc/self/fd. In a child process, which the filter bounds.
+TEST_F(ConfinementTest, ChmodFdWorksWhereASeccompProfileRefusesFchmodat2) {
+  std::ofstream(dir_.Join("guarded")) << "x";
+  UniqueFd fd(open(dir_.Join("guarded").c_str(), O_PATH | O_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    constexpr uint32_t kFchmodat2 = 452;
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kFchmodat2, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) _exit(10);
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) _exit(11);
+    if (syscall(kFchmodat2, fd.get(), "", 0600, AT_EMPTY_PATH) != -1 || errno != EPERM) _exit(12);
+    _exit(ChmodFd(fd.get(), 0640) == 0 && ChmodFd(fd.get(), 0604) == 0 ? 0 : 13);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10/11: no filter, 12: filter inactive, 13: ChmodFd failed";
+  struct stat st {};
+  ASSERT_EQ(stat(dir_.Join("guarded").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
 }
 
 TEST_F(ConfinementTest, RenameAcrossSymlinkDirFails) {
