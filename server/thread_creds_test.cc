@@ -42,6 +42,16 @@ class ThreadCredsTest : public ::testing::Test {
     t.join();
   }
 
+  // Creates `path` as the thread's identity and checks the owner it got.
+  static void ExpectCreatedAs(const std::string& path, uid_t uid, gid_t gid) {
+    UniqueFd created(open(path.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+    ASSERT_TRUE(created.valid()) << strerror(errno);
+    struct stat st {};
+    ASSERT_EQ(fstat(created.get(), &st), 0);
+    EXPECT_EQ(st.st_uid, uid);
+    EXPECT_EQ(st.st_gid, gid);
+  }
+
   testing::TempDir dir_;
   std::string secret_;
 };
@@ -60,12 +70,7 @@ TEST_F(ThreadCredsTest, ACallerGetsTheExportsOwnAnswers) {
     EXPECT_EQ(open(dir_.Join("team/x").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644), -1);
     EXPECT_EQ(errno, EACCES);
     ASSERT_TRUE(ActAs(Who(1000, 1000, {1000, 4242})).ok());
-    UniqueFd created(open(dir_.Join("team/x").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
-    ASSERT_TRUE(created.valid()) << strerror(errno);
-    struct stat st {};
-    ASSERT_EQ(fstat(created.get(), &st), 0);
-    EXPECT_EQ(st.st_uid, 1000u);
-    EXPECT_EQ(st.st_gid, 1000u);
+    ExpectCreatedAs(dir_.Join("team/x"), 1000, 1000);
   });
 }
 
@@ -99,12 +104,7 @@ TEST_F(ThreadCredsTest, ARootCallerKeepsItsGroupThroughAServerScope) {
       UniqueFd fd(open(secret_.c_str(), O_RDONLY | O_CLOEXEC));
       EXPECT_TRUE(fd.valid());
     }
-    UniqueFd created(open(dir_.Join("by-root").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
-    ASSERT_TRUE(created.valid()) << strerror(errno);
-    struct stat st {};
-    ASSERT_EQ(fstat(created.get(), &st), 0);
-    EXPECT_EQ(st.st_uid, 0u);
-    EXPECT_EQ(st.st_gid, 4242u);
+    ExpectCreatedAs(dir_.Join("by-root"), 0, 4242);
   });
 }
 
