@@ -19,6 +19,11 @@
 // "no such entry" (node id 0) may carry one record, for its directory: present only when the
 // server found that directory empty and names compared byte for byte. The client holds the
 // directory, so every name made in it elsewhere from then on is pushed to it.
+// With listing attrs negotiated (ClientHello.want_listing_attrs, granted with dir attrs), every
+// successful READDIR and READDIRPLUS reply ends with exactly one record: the listed directory,
+// stat'ed after the listing was read (nodeid 0 and zeroes when it could not be stat'ed). The
+// kernel voids a directory's atime after every listing, so the next stat of it (find and rm
+// fstat each directory they open) would otherwise be a GETATTR round trip.
 #pragma once
 
 #include <linux/fuse.h>
@@ -42,6 +47,11 @@ inline constexpr size_t kMaxDirAttrTrailers = 2;
 // Opcodes whose success reply may carry dir-attr trailers.
 constexpr bool CarriesDirAttrs(uint32_t opcode, bool empty_dir_hints) {
   return fuse::ChangesNamespace(opcode) || (empty_dir_hints && opcode == FUSE_LOOKUP);
+}
+
+// Opcodes whose success reply ends with one record when listing attrs are negotiated.
+constexpr bool IsListing(uint32_t opcode) {
+  return opcode == FUSE_READDIR || opcode == FUSE_READDIRPLUS;
 }
 
 }  // namespace ringfs::wire

@@ -92,6 +92,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_invalidations(config.notifier != nullptr);
   hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
                                  config.notifier != nullptr);
+  hello.set_want_listing_attrs(config.dir_attrs != nullptr);
   return hello;
 }
 
@@ -131,6 +132,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.invalidations = config.notifier != nullptr && reply.invalidations();
   session.empty_dir_hints = session.dir_attrs && session.invalidations &&
                             config.dirs != nullptr && reply.empty_dir_hints();
+  session.listing_attrs = session.dir_attrs && reply.listing_attrs();
   return session;
 }
 
@@ -764,6 +766,7 @@ void BackendChannel::Install(ServerSession session) {
   fd_ = std::move(session.fd);
   dir_attrs_on_ = session.dir_attrs;
   empty_dir_hints_on_ = session.empty_dir_hints;
+  listing_attrs_on_ = session.listing_attrs;
   node_handles_on_ = session.node_handles;
   if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
     RINGFS_LOG_WARN("queue %u: server %s does not push cache invalidations: changes made through "
@@ -1657,7 +1660,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   uint32_t slot = it->second;
   const PendingReply& expect = records_[slot]->reply;
-  if (!ValidReply(expect, header, body, dir_attrs_on_, empty_dir_hints_on_)) {
+  if (!ValidReply(expect, header, body, dir_attrs_on_, empty_dir_hints_on_, listing_attrs_on_)) {
     RINGFS_LOG_WARN("queue %u: invalid reply to %s request %u: error %d, %zu body bytes",
                     config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
                     header.error, body);
@@ -1772,13 +1775,22 @@ void BackendChannel::FinishReply() {
 size_t BackendChannel::TakeTrailers() {
   Record& r = *records_[current_slot_];
   const PendingReply& reply = r.reply;
-  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_, empty_dir_hints_on_);
+  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_, empty_dir_hints_on_,
+                                   listing_attrs_on_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
+    if (wire::IsListing(r.header.opcode)) {
+      // The listed directory after the listing: answers the GETATTR the kernel sends next (it
+      // voided the atime). Only this record; early unlinks' bookkeeping waits for changes.
+      if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid) {
+        config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+      }
+      continue;
+    }
     // A LOOKUP changed nothing: its snapshot may be older than one a change on another
     // connection brought, so it only says "empty".
     if (r.header.opcode != FUSE_LOOKUP) {

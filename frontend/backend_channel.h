@@ -112,6 +112,7 @@ struct ServerSession {
   UniqueFd fd;
   bool dir_attrs = false;     // the server appends dir-attr trailers
   bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
+  bool listing_attrs = false;    // ... and one ends every READDIR/READDIRPLUS reply
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
   uint64_t session_id = 0;    // the server's id of this connection
@@ -402,6 +403,7 @@ class BackendChannel {
   uint32_t generation_ = 1;
   bool dir_attrs_on_ = false;
   bool empty_dir_hints_on_ = false;
+  bool listing_attrs_on_ = false;
   // Changes the server instance `server_instance_` may still run, their answers lost with a
   // connection: settled once a connection reaches another instance (single server), or a grace
   // period after the last was lost, once connected again (LoseChange, OnTick).

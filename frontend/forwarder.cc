@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <string_view>
 
+#include "common/dir_attrs.h"
 #include "common/fuse_ops.h"
 #include "frontend/local_answer.h"
 
@@ -312,6 +314,9 @@ std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
 
 void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint32_t slot,
                         ReplyBuffer reply) {
+  if (config_.dir_attrs != nullptr && wire::IsListing(request.opcode())) {
+    LeaveRoomForRecord(request, reply);
+  }
   fuse::ReplyBounds bounds =
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
@@ -374,6 +379,21 @@ void Forwarder::CountForwarded(const KernelRequest& request, const RequestState&
   WorkerStats::Add(
       stats_->forwarded_by_op[background ? 1 : 0][request.opcode() % WorkerStats::kOpcodes]);
   WorkerStats::Add(stats_->bytes_to_server, request.body_bytes());
+}
+
+void Forwarder::LeaveRoomForRecord(const KernelRequest& request, ReplyBuffer reply) {
+  constexpr size_t kRecord = sizeof(wire::DirAttrTrailer);
+  const fuse_read_in in = request.Struct<fuse_read_in>();
+  if (request.op_in_size < sizeof(in) || reply.capacity < 2 * kRecord ||
+      in.size <= reply.capacity - kRecord) {
+    return;
+  }
+  // A listing as large as the buffer (the kernel sizes READDIR by the caller's getdents buffer,
+  // up to max_pages) leaves no room for the record the server appends (listing attrs): ask for
+  // that much less. The request's bytes are ours until it is answered; a resend after a
+  // reconnect carries the same, smaller size, harmless on a server without listing attrs.
+  const uint32_t size = static_cast<uint32_t>(reply.capacity - kRecord);
+  std::memcpy(const_cast<char*>(request.op_in) + offsetof(fuse_read_in, size), &size, sizeof(size));
 }
 
 int Forwarder::Parts(const KernelRequest& request, iovec (&parts)[2]) {

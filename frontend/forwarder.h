@@ -154,6 +154,9 @@ class Forwarder {
                                           void* body);
   // The request's parts as the channel sends them (argument struct, payload); returns how many.
   static int Parts(const KernelRequest& request, iovec (&parts)[2]);
+  // A READDIR/READDIRPLUS asks for no more than its buffer holds besides the directory's record
+  // (common/dir_attrs.h, listing attrs).
+  static void LeaveRoomForRecord(const KernelRequest& request, ReplyBuffer reply);
   // Before a request goes to the server: what it changes is no longer known by the caches.
   // `early_setattr`: a SETATTR answered early, whose attributes AsyncRemovals made already.
   void RecordSending(const KernelRequest& request, bool early_setattr = false);

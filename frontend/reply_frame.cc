@@ -23,7 +23,12 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
 }
 
 long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
-                         bool empty_dir_hints_on) {
+                         bool empty_dir_hints_on, bool listing_attrs_on) {
+  if (listing_attrs_on && wire::IsListing(expect.opcode)) {
+    constexpr size_t kRecord = sizeof(wire::DirAttrTrailer);
+    if (body < kRecord || body - kRecord > expect.max_body) return -1;
+    return static_cast<long>(kRecord);
+  }
   if (body >= expect.min_body && body <= expect.max_body) return 0;
   // Only fixed-size replies carry trailers, so the plain body ends at max_body.
   if (!dir_attrs_on || !wire::CarriesDirAttrs(expect.opcode, empty_dir_hints_on) ||
@@ -39,10 +44,11 @@ long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs
 }
 
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on, bool empty_dir_hints_on) {
+                bool dir_attrs_on, bool empty_dir_hints_on, bool listing_attrs_on) {
   if (header.error > 0 || header.error <= -512) return false;
   if (header.error != 0) return body == 0;
-  return DirAttrTrailerBytes(expect, body, dir_attrs_on, empty_dir_hints_on) >= 0 &&
+  return DirAttrTrailerBytes(expect, body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on) >=
+             0 &&
          body <= expect.capacity;
 }
 

@@ -41,13 +41,14 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
 // 0 when the body fits the request as it is, -1 when it fits neither the request nor the
 // request's fixed reply followed by 1..kMaxDirAttrTrailers trailers (only where negotiated and
 // the opcode changes a directory), or, with empty-dir hints also negotiated, a LOOKUP's entry
-// followed by one trailer.
+// followed by one trailer. With listing attrs negotiated, a READDIR/READDIRPLUS success body is
+// a listing of at most max_body bytes followed by exactly one trailer, which is not optional.
 long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
-                         bool empty_dir_hints_on = false);
+                         bool empty_dir_hints_on = false, bool listing_attrs_on = false);
 
 // Whether a reply to `expect` (unique != 0) may be delivered: an errno 1..511 without a body,
 // or success with a body the request allows, trailers included, that fits its buffer.
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on, bool empty_dir_hints_on = false);
+                bool dir_attrs_on, bool empty_dir_hints_on = false, bool listing_attrs_on = false);
 
 }  // namespace ringfs::frontend

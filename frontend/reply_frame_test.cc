@@ -61,5 +61,30 @@ TEST(ReplyFrameTest, BodiesErrorsAndTrailers) {
   EXPECT_TRUE(ValidReply(lookup, Header(entry + trailer), entry + trailer, true, true));
 }
 
+// With listing attrs, a listing of any length up to the request's size ends with exactly one
+// record; without them the same bytes are names.
+TEST(ReplyFrameTest, AListingEndsWithItsDirectorysRecordOnlyWhereNegotiated) {
+  char buffer[1024];
+  const size_t trailer = sizeof(wire::DirAttrTrailer);
+  for (uint32_t opcode : {FUSE_READDIR, FUSE_READDIRPLUS}) {
+    PendingReply list{0, opcode, buffer, sizeof(buffer), 0, 600};
+    EXPECT_EQ(DirAttrTrailerBytes(list, trailer, true, false, true), static_cast<long>(trailer));
+    EXPECT_EQ(DirAttrTrailerBytes(list, 600 + trailer, true, false, true),
+              static_cast<long>(trailer));
+    EXPECT_EQ(DirAttrTrailerBytes(list, 601 + trailer, true, false, true), -1) << "too long";
+    EXPECT_EQ(DirAttrTrailerBytes(list, trailer - 1, true, false, true), -1) << "no record";
+    EXPECT_EQ(DirAttrTrailerBytes(list, 0, true, false, true), -1) << "the record is not optional";
+    EXPECT_TRUE(ValidReply(list, Header(0, -EACCES), 0, true, false, true)) << "errors carry none";
+    EXPECT_TRUE(ValidReply(list, Header(100 + trailer), 100 + trailer, true, false, true));
+    // Not negotiated: a plain listing, whatever its length.
+    EXPECT_EQ(DirAttrTrailerBytes(list, trailer, true), 0);
+    EXPECT_EQ(DirAttrTrailerBytes(list, 600 + trailer, true), -1);
+    // Within the buffer.
+    PendingReply tight = list;
+    tight.capacity = 600;
+    EXPECT_FALSE(ValidReply(tight, Header(600 + trailer), 600 + trailer, true, false, true));
+  }
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -85,6 +85,12 @@ bool EmptyWithExactNames(int fd) {
   return !(ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL) != 0);
 }
 
+void AppendListingAttrs(const OpContext& ctx, uint64_t dir, ReplyBody& body) {
+  const size_t before = body.size();
+  AppendOne(ctx, dir, body);
+  if (body.size() == before) body.Put(wire::DirAttrTrailer{});  // the client counts on one
+}
+
 void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body) {
   if (request.opcode == FUSE_LOOKUP) {
     // No entry found: its directory, when empty. The client holds that directory (it sent its

@@ -15,6 +15,14 @@ constexpr size_t DirAttrsCapacity() {
   return wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer);
 }
 
+// Extra reply capacity a READDIR/READDIRPLUS with listing attrs needs, on top of read_in.size.
+constexpr size_t ListingAttrsCapacity() { return sizeof(wire::DirAttrTrailer); }
+
+// Appends the one record a listing reply ends with (common/dir_attrs.h): directory `dir` as it
+// is now, after the listing read it, or a zero record when it cannot be stat'ed.
+// REQUIRES: body has ListingAttrsCapacity() bytes spare.
+void AppendListingAttrs(const OpContext& ctx, uint64_t dir, ReplyBody& body);
+
 // Stats the directories `request` changed and appends one trailer for each that can still be
 // stat'ed; for MKDIR also one for the new directory when it is still empty (wire_format.md,
 // "Post-operation directory attributes"). The trailer is an optimisation: a directory that cannot be stat'ed is left out and

@@ -68,6 +68,8 @@ class ReplyBody {
     size_ += sizeof(T);
   }
   bool Fits(size_t n) const { return size_ + n <= capacity_; }
+  // Lets a trailer follow a body filled to capacity; REQUIRES: `n` more bytes behind data().
+  void Grow(size_t n) { capacity_ += n; }
 
  private:
   char* data_;

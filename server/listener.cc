@@ -271,6 +271,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_invalidations(hello.want_invalidations() && client.get() != nullptr);
   reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
                             reply.invalidations());
+  reply.set_listing_attrs(hello.want_listing_attrs() && reply.dir_attrs());
   absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     // Authentication failures were logged (throttled) by the authenticator.
@@ -311,6 +312,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.node_handles = reply.node_handles();
   setup.invalidations = reply.invalidations();
   setup.empty_dir_hints = reply.empty_dir_hints();
+  setup.listing_attrs = reply.listing_attrs();
   if (setup.invalidations) setup.times.negative_entry_ns = setup.times.entry_ns;
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;

@@ -1052,6 +1052,91 @@ TEST_F(WireTest, DirAttrsFollowDirectoryChangesWhenAsked) {
   EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
 }
 
+// With listing attrs, every successful listing ends with one record of the listed directory as
+// it is after the listing (its atime included), whatever the listing's length; errors carry
+// none. Not granted without dir attrs, never sent unasked.
+TEST_F(WireTest, AListingEndsWithItsDirectorysAttributesWhenAsked) {
+  ASSERT_EQ(::mkdir((export_.path() + "/l").c_str(), 0755), 0);
+  for (int i = 0; i < 40; ++i) {
+    std::ofstream(export_.Join("l/" + std::to_string(i) + std::string(60, 'n'))) << "x";
+  }
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  hello.set_want_listing_attrs(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_TRUE(accepted.listing_attrs());
+  TestClient& client = **connected;
+  Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("l")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t dir = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in opendir{};
+  opendir.flags = O_RDONLY;
+  r = Call(client, Frame(FUSE_OPENDIR, ++unique_, dir, Bytes(opendir)));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t fh = r.As<fuse_open_out>().fh;
+  const size_t record = sizeof(wire::DirAttrTrailer);
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (int calls = 0; calls < 100; ++calls) {
+    for (uint32_t opcode : {FUSE_READDIRPLUS, FUSE_READDIR}) {
+      // Small pages: several answers, each filled up to the size asked, then the record.
+      r = Call(client, Frame(opcode, ++unique_, dir, ReadIn(fh, offset, 1024)));
+      ASSERT_EQ(r.header.error, 0);
+      ASSERT_GE(r.body.size(), record);
+      ASSERT_LE(r.body.size() - record, 1024u);
+      auto trailers = Trailers(r, r.body.size() - record);
+      ASSERT_EQ(trailers.size(), 1u);
+      EXPECT_EQ(trailers[0].nodeid, dir);
+      struct stat st {};
+      ASSERT_EQ(stat((export_.path() + "/l").c_str(), &st), 0);
+      EXPECT_EQ(trailers[0].attr.attr.ino, st.st_ino);
+      EXPECT_EQ(trailers[0].attr.attr.atime, static_cast<uint64_t>(st.st_atim.tv_sec));
+      EXPECT_EQ(trailers[0].attr.attr.atimensec, static_cast<uint32_t>(st.st_atim.tv_nsec));
+      EXPECT_EQ(trailers[0].attr.attr.mtime, static_cast<uint64_t>(st.st_mtim.tv_sec));
+      EXPECT_EQ(trailers[0].attr.attr.nlink, st.st_nlink);
+    }
+    // The READDIRPLUS answer's names (the READDIR asked for the same page).
+    r = Call(client, Frame(FUSE_READDIRPLUS, ++unique_, dir, ReadIn(fh, offset, 1024)));
+    ASSERT_EQ(r.header.error, 0);
+    const std::string listing = r.body.substr(0, r.body.size() - record);
+    if (listing.empty()) break;
+    for (const PlusEntry& e : ParsePlus(listing)) {
+      names.insert(e.name);
+      offset = e.off;
+    }
+  }
+  EXPECT_EQ(names.size(), 42u) << "every name once, \".\" and \"..\" included";
+  // An error: no body at all.
+  r = Call(client, Frame(FUSE_READDIR, ++unique_, dir, ReadIn(fh + 1000, 0, 1024)));
+  EXPECT_LT(r.header.error, 0);
+  EXPECT_TRUE(r.body.empty());
+
+  // Without dir attrs, or unasked: plain listings.
+  for (bool dir_attrs : {false, true}) {
+    wire::ClientHello other = DefaultHello();
+    other.set_want_dir_attrs(dir_attrs);
+    other.set_want_listing_attrs(!dir_attrs);
+    auto plain = TestClient::Connect(address_, other, &accepted);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(accepted.listing_attrs());
+    r = Call(**plain, Frame(FUSE_OPENDIR, ++unique_, 1, Bytes(opendir)));
+    ASSERT_EQ(r.header.error, 0);
+    const uint64_t root_fh = r.As<fuse_open_out>().fh;
+    r = Call(**plain, Frame(FUSE_READDIR, ++unique_, 1, ReadIn(root_fh, 0, 4096)));
+    ASSERT_EQ(r.header.error, 0);
+    size_t dirents = 0;
+    for (size_t at = 0; at < r.body.size(); ++dirents) {
+      fuse_dirent d;
+      std::memcpy(&d, r.body.data() + at, sizeof(d));
+      at += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
+      ASSERT_LE(at, r.body.size());
+    }
+    EXPECT_EQ(dirents, 3u) << "\".\", \"..\" and l, nothing after them";
+  }
+}
+
 // A LOOKUP that finds no entry in an empty directory says so with that directory's trailer, so
 // the client may answer lookups in it itself (frontend/complete_dirs.h). Only when asked, with
 // dir attrs and invalidations (the client must hear of names made there later).

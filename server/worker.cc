@@ -767,12 +767,17 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   SetInflight(c, c->inflight + 1);
   const bool dir_attrs =
       c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode, c->setup.empty_dir_hints);
-  const size_t capacity =
-      request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
-  Buffer* reply = pool_.Get(kOutHeader + capacity);
+  const bool listing_attrs = c->setup.listing_attrs && wire::IsListing(request->opcode);
+  const size_t capacity = request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
+  Buffer* reply = pool_.Get(kOutHeader + capacity + (listing_attrs ? ListingAttrsCapacity() : 0));
+  // The listing fills at most `capacity` (read_in.size): its record comes on top.
   ReplyBody body(reply->data.get() + kOutHeader, capacity);
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
+  if (listing_attrs && outcome.status.ok()) {
+    body.Grow(ListingAttrsCapacity());
+    AppendListingAttrs(ctx, request->nodeid, body);
+  }
   // A failed request hands out no id: its new nodes are not announced.
   if (ctx.node_handles != nullptr && !node_notes_.records.empty() && outcome.status.ok()) {
     QueueNodeHandles(c);

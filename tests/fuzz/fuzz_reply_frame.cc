@@ -47,6 +47,7 @@ void Run(const uint8_t* data, size_t size) {
   const bool node_handles_on = (flags & 2) != 0;
   const bool invalidations_on = (flags & 4) != 0;
   const bool empty_dir_hints_on = (flags & 8) != 0;
+  const bool listing_attrs_on = (flags & 16) != 0;
   std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
   if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
   fuzz::ExactCopy op_in(nullptr, 0);
@@ -112,17 +113,23 @@ void Run(const uint8_t* data, size_t size) {
       std::memcpy(notify.data(), bytes.data(), *body);
       continue;
     }
-    if (!ValidReply(expect, header, *body, dir_attrs_on, empty_dir_hints_on)) return;
+    if (!ValidReply(expect, header, *body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on)) {
+      return;
+    }
     if (header.error != 0) {
       FUZZ_CHECK(header.error < 0 && header.error > -512 && *body == 0);
       continue;
     }
     FUZZ_CHECK(*body <= expect.capacity);
-    long extra = DirAttrTrailerBytes(expect, *body, dir_attrs_on, empty_dir_hints_on);
+    long extra =
+        DirAttrTrailerBytes(expect, *body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on);
     FUZZ_CHECK(extra >= 0 && static_cast<size_t>(extra) <= *body);
     const size_t plain = *body - static_cast<size_t>(extra);
     FUZZ_CHECK(plain >= expect.min_body && plain <= expect.max_body);
-    if (extra > 0) {
+    if (listing_attrs_on && wire::IsListing(opcode)) {
+      // Never optional: a listing without its record would pass bytes of names as one.
+      FUZZ_CHECK(extra == sizeof(wire::DirAttrTrailer));
+    } else if (extra > 0) {
       FUZZ_CHECK(dir_attrs_on && wire::CarriesDirAttrs(opcode, empty_dir_hints_on));
       FUZZ_CHECK(opcode != FUSE_LOOKUP || extra == sizeof(wire::DirAttrTrailer));
       FUZZ_CHECK(plain == expect.max_body);

@@ -6,10 +6,12 @@
 // bench-like report rather than asserted (VMs drift), while the test asserts visibility well
 // within the cache timeout. Fault cases: B stopped (SIGSTOP) while A changes thousands of files,
 // B killed, and a warm stat pass that sends nothing to the server.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -326,6 +328,40 @@ TEST_P(CoherenceTest, ChangesMadeOnTheExportDirectlyAreSeen) {
   Report();
   EXPECT_TRUE(StatOf(C("x/gone")).exists) << "the control mount must still show its cache";
   EXPECT_EQ(StatOf(C("x/file")).mode, 0644u);
+}
+
+// B lists a directory: the listing's answer brought the directory's attributes along (listing
+// attrs, common/dir_attrs.h), kept to answer the GETATTR the kernel sends next. A change through
+// A then must void them: B's stat shows the new mtime, never the one the listing saw.
+TEST_P(CoherenceTest, ADirectoryListedThroughOneMountShowsChangesMadeThroughTheOther) {
+  ASSERT_EQ(mkdir(A("l").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(A("l/first"), "1"));
+  auto list = [](const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    alignas(8) char buf[4096];
+    int names = 0;
+    for (long n; (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0;) {
+      for (long at = 0; at < n; at += reinterpret_cast<struct dirent64*>(buf + at)->d_reclen) {
+        ++names;
+      }
+    }
+    close(fd);
+    return names;
+  };
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(list(B("l")), 3 + round);
+    const int64_t listed = StatOf(B("l")).mtime_ns;
+    ASSERT_NE(listed, 0);
+    ASSERT_EQ(list(B("l")), 3 + round) << "B holds the listing's record again";
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a later mtime
+    ASSERT_TRUE(WriteFile(A("l/made" + std::to_string(round)), "m"));
+    const int64_t now = StatOf(env_->Exp("l")).mtime_ns;
+    ASSERT_NE(now, listed);
+    Note("listed-dir-mtime", WaitSeen([&] { return StatOf(B("l")).mtime_ns == now; }));
+    EXPECT_EQ(StatOf(B("l")).mtime_ns, now) << "round " << round;
+  }
+  Report();
 }
 
 // B made the directory, so B answers LOOKUPs of names absent from it itself

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "tests/harness/ringfs_test.h"
 
 namespace ringfs::testing {
@@ -552,6 +553,81 @@ TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
     local = answered_locally() - before;
   }
   EXPECT_GE(local, 7u) << "the ends of listings went to the server";
+}
+
+// The kernel voids a directory's atime after each listing, so the stat that find and rm make of
+// every directory they open would be a GETATTR round trip; the listing's answer brought the
+// directory's attributes (listing attrs, common/dir_attrs.h) and ringfs-mount answers it. They
+// are the server's, atime included.
+TEST_P(OpsTest, AStatAfterAListingIsAnsweredWithTheDirectorysAttributes) {
+  ASSERT_EQ(::mkdir(Mnt("l").c_str(), 0755), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(WriteFile(Mnt("l/f" + std::to_string(i)), "x"), 0);
+  auto answered_locally = [&] {
+    usleep(300'000);  // the stats file is rewritten about every 200 ms
+    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+  };
+  for (int round = 0; round < 2; ++round) {
+    int fd = ::open(Mnt("l").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    alignas(8) char buf[4096];
+    while (::syscall(SYS_getdents64, fd, buf, sizeof(buf)) > 0) {
+    }
+    const uint64_t before = answered_locally();
+    struct stat through {};
+    ASSERT_EQ(::fstat(fd, &through), 0);
+    EXPECT_EQ(answered_locally() - before, 1u) << "round " << round << ": the GETATTR went out";
+    ::close(fd);
+    const struct stat exported = Stat(Exp("l"));
+    EXPECT_EQ(through.st_ino, exported.st_ino);
+    EXPECT_EQ(through.st_nlink, exported.st_nlink);
+    EXPECT_EQ(through.st_mtim.tv_sec, exported.st_mtim.tv_sec);
+    EXPECT_EQ(through.st_mtim.tv_nsec, exported.st_mtim.tv_nsec);
+    EXPECT_EQ(through.st_atim.tv_sec, exported.st_atim.tv_sec) << "round " << round;
+    EXPECT_EQ(through.st_atim.tv_nsec, exported.st_atim.tv_nsec) << "round " << round;
+    // Changed on the export: the next listing's record carries the new times.
+    ASSERT_EQ(WriteFile(Exp("l/made" + std::to_string(round)), "y"), 0);
+  }
+}
+
+// getdents with a buffer of megabytes makes the kernel ask for listings as large as the
+// request's whole buffer (max_pages): ringfs-mount asks the server for the record's size less
+// (Forwarder::LeaveRoomForRecord), so the listing and its record still fit.
+TEST_P(OpsTest, AListingAsLargeAsTheBufferStillHasRoomForItsRecord) {
+  ASSERT_EQ(::mkdir(Mnt("big").c_str(), 0755), 0);
+  // 232-byte names make 256-byte READDIR records: 4,096 fill 1 MiB exactly, with no room left
+  // for the record unless the size asked for left it.
+  std::set<std::string> want = {".", ".."};
+  for (int i = 0; i < 8000; ++i) {
+    std::string name = absl::StrFormat("%06d", i) + std::string(226, 'n');
+    int fd = ::open(Mnt("big/" + name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ::close(fd);
+    want.insert(name);
+  }
+  ASSERT_EQ(::system("echo 2 > /proc/sys/vm/drop_caches"), 0);  // READDIRPLUS again
+  std::vector<uint64_t> words(512 * 1024);                      // 4 MiB, aligned for dirent64
+  char* const buf = reinterpret_cast<char*>(words.data());
+  const size_t size = words.size() * sizeof(uint64_t);
+  for (int pass = 0; pass < 2; ++pass) {
+    int fd = ::open(Mnt("big").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    std::set<std::string> seen;
+    long n, calls = 0;
+    while ((n = ::syscall(SYS_getdents64, fd, buf, size)) > 0) {
+      ++calls;
+      for (long at = 0; at < n;) {
+        auto* d = reinterpret_cast<struct dirent64*>(buf + at);
+        EXPECT_TRUE(seen.insert(d->d_name).second) << d->d_name << " twice";
+        at += d->d_reclen;
+      }
+    }
+    EXPECT_EQ(n, 0) << "pass " << pass << ": " << ErrnoName(errno);
+    ::close(fd);
+    EXPECT_EQ(seen.size(), want.size()) << "pass " << pass;
+    EXPECT_TRUE(seen == want) << "pass " << pass << ": other names";
+    EXPECT_LE(calls, 4) << "the listing came in small pieces: the test misses its point";
+    EXPECT_GE(calls, 2) << "one call: the test misses its point";
+  }
 }
 
 TEST_P(OpsTest, FsyncAndFdatasync) {
