@@ -1785,9 +1785,10 @@ size_t BackendChannel::TakeTrailers() {
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     if (wire::IsListing(r.header.opcode)) {
       // The listed directory after the listing: answers the GETATTR the kernel sends next (it
-      // voided the atime). Only this record; early unlinks' bookkeeping waits for changes.
+      // voided the atime), unless something newer was learned since it was sent. Only this
+      // record; early unlinks' bookkeeping waits for changes.
       if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid) {
-        config_.dir_attrs->Offer(trailer.nodeid, trailer.attr, now_ns);
+        config_.dir_attrs->OfferListing(trailer.nodeid, trailer.attr, reply.listing_ticket, now_ns);
       }
       continue;
     }

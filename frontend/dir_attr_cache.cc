@@ -1,5 +1,6 @@
 #include "frontend/dir_attr_cache.h"
 
+#include <algorithm>
 #include <tuple>
 
 namespace ringfs::frontend {
@@ -15,25 +16,50 @@ auto ChangeTime(const fuse_attr& attr) {
 
 void DirAttrCache::Offer(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns) {
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
+  absl::MutexLock lock(&mu_);
+  RaiseFloorLocked(nodeid);  // a change: listings sent before it saw the directory before it
+  if (valid_ns == 0) return;
+  InsertLocked(nodeid, attr, now_ns, valid_ns, now_ns + valid_ns);
+}
+
+uint64_t DirAttrCache::ListingTicket() {
+  absl::MutexLock lock(&mu_);
+  return clock_;
+}
+
+void DirAttrCache::OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket,
+                                uint64_t now_ns) {
+  const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   if (valid_ns == 0) return;
   absl::MutexLock lock(&mu_);
+  if (ticket < global_floor_ || ticket < floors_[StripeOf(nodeid)]) return;
+  InsertLocked(nodeid, attr, now_ns, valid_ns, now_ns + std::min(valid_ns, kListingKeepNs));
+}
+
+void DirAttrCache::InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns,
+                                uint64_t valid_ns, uint64_t keep_ns) {
   auto it = entries_.find(nodeid);
   if (it != entries_.end()) {
     if (ChangeTime(attr.attr) < ChangeTime(it->second.attr.attr)) return;
-    it->second = Entry{attr, now_ns + valid_ns};
+    it->second = Entry{attr, now_ns + valid_ns, keep_ns};
     return;
   }
   if (entries_.size() >= max_entries_) PruneLocked(now_ns);
-  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns});
+  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns, keep_ns});
 }
+
+void DirAttrCache::RaiseFloorLocked(uint64_t nodeid) { floors_[StripeOf(nodeid)] = ++clock_; }
 
 std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
+  // The kernel gets attributes now, from here or from the server: no listing sent before may
+  // answer after them.
+  RaiseFloorLocked(nodeid);
   auto it = entries_.find(nodeid);
   if (it == entries_.end()) return std::nullopt;
   Entry entry = it->second;
   entries_.erase(it);
-  if (now_ns >= entry.expires_ns) return std::nullopt;
+  if (now_ns >= entry.expires_ns || now_ns >= entry.keep_ns) return std::nullopt;
   // The kernel may cache the answer only for what is left of the snapshot's lifetime.
   const uint64_t left_ns = entry.expires_ns - now_ns;
   entry.attr.attr_valid = left_ns / kNsPerSec;
@@ -44,11 +70,13 @@ std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns
 void DirAttrCache::Drop(uint64_t nodeid) {
   absl::MutexLock lock(&mu_);
   entries_.erase(nodeid);
+  RaiseFloorLocked(nodeid);
 }
 
 void DirAttrCache::Reset() {
   absl::MutexLock lock(&mu_);
   entries_.clear();
+  global_floor_ = ++clock_;
 }
 
 size_t DirAttrCache::size() const {
@@ -57,7 +85,9 @@ size_t DirAttrCache::size() const {
 }
 
 void DirAttrCache::PruneLocked(uint64_t now_ns) {
-  absl::erase_if(entries_, [now_ns](const auto& kv) { return kv.second.expires_ns <= now_ns; });
+  absl::erase_if(entries_, [now_ns](const auto& kv) {
+    return kv.second.expires_ns <= now_ns || kv.second.keep_ns <= now_ns;
+  });
   // Still full of live entries (a burst over many directories): forgetting them only costs
   // the GETATTRs they would have saved.
   if (entries_.size() >= max_entries_) entries_.clear();

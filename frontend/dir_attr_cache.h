@@ -31,8 +31,20 @@ class DirAttrCache {
   // connections may arrive out of order.
   void Offer(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns);
 
+  // A listing's record (listing attrs, common/dir_attrs.h) changed nothing, and its answer may
+  // arrive after this mount learned of a newer state of the directory that left nothing here
+  // to compare with: a change's record already taken, a chmod sent (Drop), a pushed
+  // invalidation, a reset. So each listing takes a ticket before it is sent, every such event
+  // raises a floor, and a record whose ticket is below its node's floor is ignored. Floors are
+  // kept per stripe of node ids (kStripes): a collision only refuses a record.
+  uint64_t ListingTicket();
+  // Kept for kListingKeepNs at most (the stat that follows a listing comes at once; an unused
+  // record must not crowd out the records of changes), answered with attr_valid as it came.
+  void OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+
   // The attributes of `nodeid` if still valid, and forgets them: each post-op snapshot answers
-  // at most one GETATTR, so the kernel's own attr cache stays the only long-lived copy.
+  // at most one GETATTR, so the kernel's own attr cache stays the only long-lived copy. Called
+  // for every plain GETATTR, answered here or not.
   std::optional<fuse_attr_out> Take(uint64_t nodeid, uint64_t now_ns);
 
   // The directory was changed by a request without post-op attributes (SETATTR, xattrs).
@@ -43,15 +55,29 @@ class DirAttrCache {
   size_t size() const;
 
  private:
+  static constexpr size_t kStripes = 256;
+  static constexpr uint64_t kListingKeepNs = 1'000'000'000;
+
   struct Entry {
     fuse_attr_out attr;
-    uint64_t expires_ns;
+    uint64_t expires_ns;  // the attributes' own lifetime: what an answer may still give
+    uint64_t keep_ns;     // until when the entry may answer (listing records: sooner)
   };
   void PruneLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns, uint64_t valid_ns,
+                    uint64_t keep_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Something newer than any listing sent so far is known of `nodeid`.
+  void RaiseFloorLocked(uint64_t nodeid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static size_t StripeOf(uint64_t nodeid) {
+    return static_cast<size_t>((nodeid * 0x9e3779b97f4a7c15ull) >> 56) % kStripes;
+  }
 
   const size_t max_entries_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t floors_[kStripes] ABSL_GUARDED_BY(mu_) = {};
+  uint64_t global_floor_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ringfs::frontend

@@ -314,13 +314,14 @@ std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
 
 void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint32_t slot,
                         ReplyBuffer reply) {
-  if (config_.dir_attrs != nullptr && wire::IsListing(request.opcode())) {
-    LeaveRoomForRecord(request, reply);
-  }
+  // Listing attrs: the directory's record needs room, and must not follow what is learned later.
+  const bool listing_record = config_.dir_attrs != nullptr && wire::IsListing(request.opcode());
+  if (listing_record) LeaveRoomForRecord(request, reply);
   fuse::ReplyBounds bounds =
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
+  if (listing_record) pending.listing_ticket = config_.dir_attrs->ListingTicket();
   if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {
     // Never sent (the server buffers nothing): answered once the early writes are done.
     pending.local = true;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "frontend/complete_dirs.h"
 #include "frontend/dir_attr_cache.h"
@@ -58,6 +59,46 @@ TEST(DirAttrCacheTest, StaysBounded) {
   DirAttrCache cache(/*max_entries=*/8);
   for (uint64_t i = 0; i < 100; ++i) cache.Offer(i + 2, Attr(i + 2, 1), 0);
   EXPECT_LE(cache.size(), 8u);
+}
+
+// A listing's record changed nothing: arriving after this mount learned of anything newer about
+// its directory (a change's record, a chmod sent, an invalidation, an answer given, a reset),
+// it must not come back, even when nothing is left to compare its ctime with.
+TEST(DirAttrCacheTest, AListingRecordNeverFollowsWhatWasLearnedAfterItWasSent) {
+  DirAttrCache cache;
+  auto late = [&](const std::function<void()>& learned) {
+    const uint64_t ticket = cache.ListingTicket();
+    learned();
+    cache.OfferListing(5, Attr(5, 10, 60), ticket, 1);
+    return cache.Take(5, 2).has_value();
+  };
+  EXPECT_TRUE(late([] {})) << "nothing learned meanwhile";
+  EXPECT_FALSE(late([&] { cache.Drop(5); })) << "a chmod sent, or an invalidation";
+  EXPECT_FALSE(late([&] { cache.Offer(5, Attr(5, 20, 60), 0), cache.Take(5, 1); }))
+      << "a create's record, already answered";
+  EXPECT_FALSE(late([&] { cache.Take(5, 1); })) << "a GETATTR that went to the server";
+  EXPECT_FALSE(late([&] { cache.Reset(); })) << "a reset";
+  EXPECT_TRUE(late([&] { cache.Drop(5 + 1); })) << "another directory (another stripe)";
+  // Sent after: accepted, and an older ctime still never replaces a newer record.
+  cache.Offer(5, Attr(5, 30, 60), 0);
+  cache.OfferListing(5, Attr(5, 20, 60), cache.ListingTicket(), 1);
+  EXPECT_EQ(cache.Take(5, 2)->attr.ctime, 30u);
+  cache.OfferListing(5, Attr(5, 30, 60), cache.ListingTicket(), 1);
+  EXPECT_TRUE(cache.Take(5, 2).has_value()) << "same ctime, later atime";
+}
+
+// The stat after a listing comes at once: an unused record goes after a second, while the
+// answer keeps the attributes' own lifetime.
+TEST(DirAttrCacheTest, AListingRecordIsKeptBrieflyAndAnswersForItsLifetime) {
+  DirAttrCache cache;
+  cache.OfferListing(5, Attr(5, 10, 60), cache.ListingTicket(), 0);
+  auto answer = cache.Take(5, kSec / 2);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->attr_valid, 59u);
+  cache.OfferListing(5, Attr(5, 10, 60), cache.ListingTicket(), 0);
+  EXPECT_FALSE(cache.Take(5, kSec).has_value());
+  cache.Offer(6, Attr(6, 10, 60), 0);
+  EXPECT_TRUE(cache.Take(6, 2 * kSec).has_value()) << "a change's record lives its lifetime";
 }
 
 TEST(LocalAnswerTest, FlushIsRefusedSoTheKernelStopsSendingIt) {

@@ -27,6 +27,8 @@ struct PendingReply {
   // Never sent: answered by the channel itself once `gate` has passed (a FLUSH waiting for the
   // file's early writes, AsyncRemovals::WriteGate).
   bool local = false;
+  // READDIR/READDIRPLUS: DirAttrCache::ListingTicket before it was sent (listing attrs).
+  uint64_t listing_ticket = 0;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the
