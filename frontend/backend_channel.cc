@@ -1775,6 +1775,15 @@ void BackendChannel::FinishReply() {
 size_t BackendChannel::TakeTrailers() {
   Record& r = *records_[current_slot_];
   const PendingReply& reply = r.reply;
+  if (config_.dir_attrs != nullptr) {
+    // Done at the server: a listing record from before the change must not answer after it.
+    const uint32_t opcode = r.header.opcode;
+    if (opcode == FUSE_SETATTR || opcode == FUSE_SETXATTR || opcode == FUSE_REMOVEXATTR) {
+      config_.dir_attrs->Drop(r.header.nodeid);
+    } else if (fuse::ChangesNamespace(opcode)) {
+      config_.dir_attrs->Changed(r.header.nodeid);
+    }
+  }
   long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_, empty_dir_hints_on_,
                                    listing_attrs_on_);
   if (extra <= 0) return current_body_;

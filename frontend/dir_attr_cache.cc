@@ -73,6 +73,11 @@ void DirAttrCache::Drop(uint64_t nodeid) {
   RaiseFloorLocked(nodeid);
 }
 
+void DirAttrCache::Changed(uint64_t nodeid) {
+  absl::MutexLock lock(&mu_);
+  RaiseFloorLocked(nodeid);
+}
+
 void DirAttrCache::Reset() {
   absl::MutexLock lock(&mu_);
   entries_.clear();

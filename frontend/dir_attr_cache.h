@@ -47,8 +47,13 @@ class DirAttrCache {
   // for every plain GETATTR, answered here or not.
   std::optional<fuse_attr_out> Take(uint64_t nodeid, uint64_t now_ns);
 
-  // The directory was changed by a request without post-op attributes (SETATTR, xattrs).
+  // The directory was changed by a request without post-op attributes (SETATTR, xattrs): when
+  // it is sent, and again when its answer arrives (a listing forwarded meanwhile may have run
+  // before it at the server).
   void Drop(uint64_t nodeid);
+  // A change of the directory was answered: listings forwarded before it are refused (its own
+  // record, when the server sent one, went through Offer).
+  void Changed(uint64_t nodeid);
   // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget everything.
   void Reset();
 

@@ -78,6 +78,9 @@ TEST(DirAttrCacheTest, AListingRecordNeverFollowsWhatWasLearnedAfterItWasSent) {
       << "a create's record, already answered";
   EXPECT_FALSE(late([&] { cache.Take(5, 1); })) << "a GETATTR that went to the server";
   EXPECT_FALSE(late([&] { cache.Reset(); })) << "a reset";
+  EXPECT_FALSE(late([&] { cache.Offer(5, Attr(5, 20, /*valid_s=*/0), 0); }))
+      << "a change's record, even one not kept";
+  EXPECT_FALSE(late([&] { cache.Changed(5); })) << "a change answered without a record";
   EXPECT_TRUE(late([&] { cache.Drop(5 + 1); })) << "another directory (another stripe)";
   // Sent after: accepted, and an older ctime still never replaces a newer record.
   cache.Offer(5, Attr(5, 30, 60), 0);
