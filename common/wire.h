@@ -29,6 +29,10 @@ inline constexpr uint32_t kDefaultMaxInflight = 256;
 
 inline constexpr std::chrono::milliseconds kHandshakeTimeout{5000};
 
+// Handle-less listings (ClientHello.want_handleless_listings): a server never hands out an fh
+// with this bit; a client answers OPENDIR itself with such handles and sends fh 0 instead.
+inline constexpr uint64_t kClientDirHandleBit = uint64_t{1} << 63;
+
 // The handshake frame (magic, length, body) of `message`.
 absl::StatusOr<std::string> EncodeHandshake(const google::protobuf::MessageLite& message);
 // Length of the body that follows an 8-byte handshake prefix; refuses a bad magic or size.

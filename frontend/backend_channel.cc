@@ -93,6 +93,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
                                  config.notifier != nullptr);
   hello.set_want_listing_attrs(config.dir_attrs != nullptr);
+  hello.set_want_handleless_listings(config.local_dirs != nullptr);
   return hello;
 }
 
@@ -133,6 +134,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.empty_dir_hints = session.dir_attrs && session.invalidations &&
                             config.dirs != nullptr && reply.empty_dir_hints();
   session.listing_attrs = session.dir_attrs && reply.listing_attrs();
+  session.handleless_listings = config.local_dirs != nullptr && reply.handleless_listings();
   return session;
 }
 
@@ -767,6 +769,7 @@ void BackendChannel::Install(ServerSession session) {
   dir_attrs_on_ = session.dir_attrs;
   empty_dir_hints_on_ = session.empty_dir_hints;
   listing_attrs_on_ = session.listing_attrs;
+  handleless_listings_on_ = session.handleless_listings;
   node_handles_on_ = session.node_handles;
   if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
     RINGFS_LOG_WARN("queue %u: server %s does not push cache invalidations: changes made through "

@@ -42,6 +42,7 @@
 #include "frontend/interrupt_board.h"
 #include "frontend/kept_entries.h"
 #include "frontend/kernel_notifier.h"
+#include "frontend/local_dir_handles.h"
 #include "frontend/node_ledger.h"
 #include "frontend/reclaim_run.h"
 #include "frontend/reply_frame.h"
@@ -94,6 +95,9 @@ struct BackendConfig {
   KeptEntries* kept = nullptr;
   // Where open directories' listings end (frontend/dir_ends.h); null: off.
   DirEnds* dir_ends = nullptr;
+  // Directory handles the mount hands out itself (handle-less listings, wire_format.md); null:
+  // not asked for, every OPENDIR goes to the server.
+  LocalDirHandles* local_dirs = nullptr;
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;
@@ -113,6 +117,7 @@ struct ServerSession {
   bool dir_attrs = false;     // the server appends dir-attr trailers
   bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
   bool listing_attrs = false;    // ... and one ends every READDIR/READDIRPLUS reply
+  bool handleless_listings = false;  // READDIR/FSYNCDIR with fh 0 list by node
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
   uint64_t session_id = 0;    // the server's id of this connection
@@ -178,6 +183,8 @@ class BackendChannel {
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0);
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
+  // The server of the current (or last) connection lists directories by node (fh 0).
+  bool HandlelessListings() const { return handleless_listings_on_; }
   // Early unlinks the server has not answered yet: a worker on its way out waits for them.
   uint32_t detached() const { return detached_live_; }
   // Times another channel's answered unlink woke this one (AsyncRemovals::WakeAtNextEnd).
@@ -404,6 +411,7 @@ class BackendChannel {
   bool dir_attrs_on_ = false;
   bool empty_dir_hints_on_ = false;
   bool listing_attrs_on_ = false;
+  bool handleless_listings_on_ = false;
   // Changes the server instance `server_instance_` may still run, their answers lost with a
   // connection: settled once a connection reaches another instance (single server), or a grace
   // period after the last was lost, once connected again (LoseChange, OnTick).

@@ -11,6 +11,10 @@
 // snapshot -- whose answer this learns from again. (A server that lost the handle, restarted
 // and reclaimed, takes a new snapshot wherever the next READDIR starts: it could list entries
 // made since. Not listing them is what POSIX allows for entries added after opendir/rewinddir.)
+// A handle-less listing (frontend/local_dir_handles.h) has no snapshot: each READDIR reads the
+// directory itself from the export's cookie, so such an answer says the directory ended there
+// when the server read it, and answering the next READDIR empty leaves out only names made
+// after that -- the same allowance.
 //
 // Keyed by the kernel's file handle; forgotten at RELEASEDIR. Past 65,536 open directories the
 // ones beyond are not learned (their ends go to the server, as before). Thread-safe: a

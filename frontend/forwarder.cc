@@ -179,7 +179,8 @@ Forwarder::Config ForwarderConfigOf(const BackendConfig& backend) {
                            .kept = backend.kept,
                            .notifier = backend.notifier,
                            .async = backend.async,
-                           .dir_ends = backend.dir_ends};
+                           .dir_ends = backend.dir_ends,
+                           .local_dirs = backend.local_dirs};
 }
 
 Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, void* body) {
@@ -245,11 +246,12 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   }
   std::optional<LocalAnswer> local;
   if (!unlinks_owed) {
-    local = AnswerLocally(request.opcode(), request.header.nodeid, request.op_in,
-                          request.op_in_size, {request.payload, request.payload_size},
-                          LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept,
-                                      config_.dir_ends},
-                          body, state->received_ns);
+    local = AnswerLocally(
+        request.opcode(), request.header.nodeid, request.op_in, request.op_in_size,
+        {request.payload, request.payload_size},
+        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept, config_.dir_ends,
+                    config_.local_dirs, channel_->HandlelessListings()},
+        body, state->received_ns);
   }
   if (local) {
     // A designed reply (FLUSH's ENOSYS included), not a failure.
@@ -358,6 +360,7 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     state->listing = true;
     state->listing_fh = in.fh;
   }
+  NameNoLocalHandle(request);
   channel_->Submit(pending, request.header, parts, nparts, state->received_ns);
   ++inflight_;
   state->sent_ns = config_.clock();
@@ -367,6 +370,7 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
 void Forwarder::Detach(const KernelRequest& request, const RequestState& state, uint64_t seq,
                        uint64_t gate, uint64_t after, bool early_setattr) {
   RecordSending(request, early_setattr);
+  NameNoLocalHandle(request);
   iovec parts[2];
   const int nparts = Parts(request, parts);
   channel_->SubmitDetached(request.header, parts, nparts, state.received_ns, seq, gate, after);
@@ -395,6 +399,14 @@ void Forwarder::LeaveRoomForRecord(const KernelRequest& request, ReplyBuffer rep
   // reconnect carries the same, smaller size, harmless on a server without listing attrs.
   const uint32_t size = static_cast<uint32_t>(reply.capacity - kRecord);
   std::memcpy(const_cast<char*>(request.op_in) + offsetof(fuse_read_in, size), &size, sizeof(size));
+}
+
+void Forwarder::NameNoLocalHandle(const KernelRequest& request) const {
+  if (config_.local_dirs == nullptr) return;
+  // The request's bytes are ours until it is answered (as in LeaveRoomForRecord); a resend
+  // after a reconnect carries fh 0 again.
+  config_.local_dirs->ForServer(request.opcode(), const_cast<char*>(request.op_in),
+                                request.op_in_size);
 }
 
 int Forwarder::Parts(const KernelRequest& request, iovec (&parts)[2]) {

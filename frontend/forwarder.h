@@ -24,6 +24,7 @@
 #include "frontend/kept_entries.h"
 #include "frontend/kernel_notifier.h"
 #include "frontend/kernel_request.h"
+#include "frontend/local_dir_handles.h"
 #include "frontend/queue/request_class.h"
 #include "frontend/reply_origin.h"
 #include "frontend/worker_stats.h"
@@ -41,6 +42,8 @@ class RequestChannel {
                       const iovec* parts, int nparts, uint64_t received_ns) = 0;
   // As BackendChannel::SubmitOneWay.
   virtual void SubmitOneWay(const void* frame, size_t size) = 0;
+  // As BackendChannel::HandlelessListings.
+  virtual bool HandlelessListings() const { return false; }
   // As BackendChannel::CanDetach and SubmitDetached.
   virtual bool CanDetach() const { return false; }
   virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
@@ -59,6 +62,7 @@ class BackendRequestChannel final : public RequestChannel {
   void SubmitOneWay(const void* frame, size_t size) override {
     channel_->SubmitOneWay(frame, size);
   }
+  bool HandlelessListings() const override { return channel_->HandlelessListings(); }
   bool CanDetach() const override { return channel_->CanDetach(); }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate,
@@ -108,6 +112,9 @@ class Forwarder {
     KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
     AsyncRemovals* async = nullptr;         // null: every UNLINK waits for the server
     DirEnds* dir_ends = nullptr;            // null: every READDIR goes to the server
+    // Null: every OPENDIR goes to the server. Used while the channel's server lists
+    // directories by node (RequestChannel::HandlelessListings).
+    LocalDirHandles* local_dirs = nullptr;
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)
@@ -152,6 +159,9 @@ class Forwarder {
   // file's early writes (kForward); nullopt for anything else.
   std::optional<Verdict> AcceptWithWrites(const KernelRequest& request, RequestState* state,
                                           void* body);
+  // The mount's own directory handles (LocalDirHandles) become fh 0 in the request's bytes;
+  // after everything that keys by the kernel's fh (DirEnds) has read it.
+  void NameNoLocalHandle(const KernelRequest& request) const;
   // The request's parts as the channel sends them (argument struct, payload); returns how many.
   static int Parts(const KernelRequest& request, iovec (&parts)[2]);
   // A READDIR/READDIRPLUS asks for no more than its buffer holds besides the directory's record

@@ -54,6 +54,7 @@ class RecordingChannel final : public RequestChannel {
     one_way.emplace_back(static_cast<const char*>(frame), size);
   }
   bool CanDetach() const override { return detach; }
+  bool HandlelessListings() const override { return handleless; }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate,
                       uint64_t /*after*/) override {
@@ -69,6 +70,7 @@ class RecordingChannel final : public RequestChannel {
   std::vector<Submitted> submitted;
   std::vector<std::string> one_way;
   bool detach = false;  // CanDetach
+  bool handleless = false;  // HandlelessListings
   std::vector<Submitted> detached;
 };
 
@@ -645,6 +647,69 @@ TEST_F(ForwarderEdgeTest, WhatTheServerNoLongerKnowsIsNotHandedOut) {
   forget(71);
   EXPECT_EQ(kept_.kept(), 0u);
   EXPECT_EQ(channel_.one_way.size(), sent_before + 1);
+}
+
+// Handle-less listings: OPENDIR is answered with a handle of the mount's own while the channel's
+// server lists by node; a READDIR of it goes out with fh 0, its listing's end learned under the
+// kernel's handle; RELEASEDIR of it is answered here.
+TEST_P(ForwarderTest, ADirectoryOpenedHereIsListedByNodeAtTheServer) {
+  LocalDirHandles local;
+  DirEnds ends;
+  RecordingChannel channel;
+  WorkerStats stats;
+  Forwarder::Config config;
+  config.clock = FakeClock;
+  config.dir_ends = &ends;
+  config.local_dirs = &local;
+  Forwarder forwarder(config, &stats, &channel);
+  KernelRequest request;
+  RequestState state;
+  auto accept = [&](Delivery& delivery) {
+    request = delivery.Decode();
+    return forwarder.Accept(request, &state, delivery.body());
+  };
+  fuse_open_in open{};
+  Delivery opendir = Make(transport(), FUSE_OPENDIR, open);
+  EXPECT_EQ(accept(opendir).kind, Verdict::Kind::kForward) << "the server keeps handles";
+  channel.handleless = true;
+  Delivery opendir2 = Make(transport(), FUSE_OPENDIR, open);
+  Verdict verdict = accept(opendir2);
+  ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
+  ASSERT_EQ(verdict.body_size, sizeof(fuse_open_out));
+  fuse_open_out opened;
+  std::memcpy(&opened, opendir2.body(), sizeof(opened));
+  ASSERT_TRUE(local.IsLocal(opened.fh));
+
+  fuse_read_in in{};
+  in.fh = opened.fh;
+  in.offset = 5;
+  in.size = 4096;
+  Delivery readdir = Make(transport(), FUSE_READDIR, in);
+  ASSERT_EQ(accept(readdir).kind, Verdict::Kind::kForward);
+  char reply[4096];
+  forwarder.Forward(request, &state, 0, ReplyBuffer{reply, sizeof(reply)});
+  ASSERT_EQ(channel.submitted.size(), 1u);
+  fuse_read_in sent;
+  ASSERT_GE(channel.submitted[0].body.size(), sizeof(sent));
+  std::memcpy(&sent, channel.submitted[0].body.data(), sizeof(sent));
+  EXPECT_EQ(sent.fh, 0u);
+  EXPECT_EQ(sent.offset, 5u);
+  // The server's empty answer: the end, known under the kernel's handle.
+  fuse_out_header header{sizeof(fuse_out_header), 0, 42};
+  forwarder.OnReply(&state, header, reply, 0, ReplyOrigin::kServer);
+  EXPECT_TRUE(ends.AtEnd(opened.fh, 5));
+  Delivery again = Make(transport(), FUSE_READDIR, in);
+  EXPECT_EQ(accept(again).kind, Verdict::Kind::kAnswer);
+
+  fuse_release_in release{};
+  release.fh = opened.fh;
+  Delivery releasedir = Make(transport(), FUSE_RELEASEDIR, release);
+  verdict = accept(releasedir);
+  ASSERT_EQ(verdict.kind, Verdict::Kind::kAnswer);
+  EXPECT_EQ(verdict.header.error, 0);
+  EXPECT_EQ(channel.submitted.size(), 1u) << "nothing more went out";
+  EXPECT_FALSE(local.IsLocal(opened.fh));
+  EXPECT_FALSE(ends.AtEnd(opened.fh, 5));
 }
 
 TEST_P(ForwarderTest, ClassifiesOnAccept) {

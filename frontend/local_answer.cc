@@ -56,13 +56,24 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
       if (!caches.dir_ends->AtEnd(in.fh, in.offset)) return std::nullopt;
       return LocalAnswer{0, 0};
     }
-    case FUSE_RELEASEDIR:
-      if (caches.dir_ends != nullptr && op_in_size >= sizeof(fuse_release_in)) {
-        fuse_release_in in;
-        std::memcpy(&in, op_in, sizeof(in));
-        caches.dir_ends->Released(in.fh);
-      }
+    case FUSE_OPENDIR: {
+      if (caches.local_dirs == nullptr || !caches.open_dirs_locally) return std::nullopt;
+      // Nothing to open: each READDIR lists the node at the server (LocalDirHandles). Flags 0,
+      // as the server's own OPENDIR answer: no cached listing, the kernel asks each time.
+      fuse_open_out out{};
+      out.fh = caches.local_dirs->Open();
+      std::memcpy(body, &out, sizeof(out));
+      return LocalAnswer{0, sizeof(out)};
+    }
+    case FUSE_RELEASEDIR: {
+      if (op_in_size < sizeof(fuse_release_in)) return std::nullopt;
+      fuse_release_in in;
+      std::memcpy(&in, op_in, sizeof(in));
+      if (caches.dir_ends != nullptr) caches.dir_ends->Released(in.fh);
+      // Ours whether or not the server still lists by node: it never knew the handle.
+      if (caches.local_dirs != nullptr && caches.local_dirs->Release(in.fh)) return LocalAnswer{};
       return std::nullopt;
+    }
     case FUSE_GETATTR: {
       if (cache == nullptr) return std::nullopt;
       fuse_getattr_in in{};

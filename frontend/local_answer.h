@@ -14,6 +14,8 @@
 //   attributes expired, handing one kept lookup back to the kernel.
 // - READDIR/READDIRPLUS of an open directory at its listing's known end (DirEnds): empty.
 //   RELEASEDIR forgets that end.
+// - OPENDIR, while the server lists directories by node: a handle of the mount's own
+//   (LocalDirHandles); RELEASEDIR of such a handle: success.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once
@@ -27,6 +29,7 @@
 #include "frontend/dir_attr_cache.h"
 #include "frontend/dir_ends.h"
 #include "frontend/kept_entries.h"
+#include "frontend/local_dir_handles.h"
 #include "frontend/xattr_cache.h"
 
 namespace ringfs::frontend {
@@ -43,6 +46,8 @@ struct LocalCaches {
   const CompleteDirs* dirs = nullptr;
   KeptEntries* kept = nullptr;
   DirEnds* dir_ends = nullptr;
+  LocalDirHandles* local_dirs = nullptr;
+  bool open_dirs_locally = false;  // with local_dirs: the server lists directories by node
 };
 
 // `op_in` is the request's argument struct (op_in_size bytes), `payload` what follows it (names);

@@ -142,6 +142,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.dirs = complete_dirs_.get();
   config.kept = kept_entries_.get();
   config.dir_ends = dir_ends_.get();
+  config.local_dirs = options_.handleless_listings ? local_dirs_.get() : nullptr;
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;

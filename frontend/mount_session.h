@@ -102,6 +102,7 @@ class MountSession {
   std::unique_ptr<XattrAbsenceCache> xattrs_;
   // Where open directories' listings end (its answers are the server's own: always on).
   std::unique_ptr<DirEnds> dir_ends_ = std::make_unique<DirEnds>();
+  std::unique_ptr<LocalDirHandles> local_dirs_ = std::make_unique<LocalDirHandles>();
   std::unique_ptr<CompleteDirs> complete_dirs_;  // null with no_complete_dirs
   // Null without async_unlink, async_setattr and async_write, or without post-op directory
   // attributes (no_dir_attrs).

@@ -111,6 +111,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->complete_dirs = false;
   } else if (key == "no_kept_entries") {
     out->kept_entries = false;
+  } else if (key == "no_handleless_listings") {
+    out->handleless_listings = false;
   } else if (key == "reset_names") {
     out->reset_names = true;
   } else if (key == "async_unlink") {
@@ -241,7 +243,8 @@ std::string Usage() {
          "         idle_pages=keep|return (return: pages of large payloads of ring entries\n"
          "         idle for 2 s go back to the kernel, 1 MiB writes ~8% slower; keep, the\n"
          "         default: they stay until the entry serves again)\n"
-         "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  ro\n"
+         "         token_file=PATH  stats_file=PATH  writeback_cache  no_dir_attrs  no_reclaim  "
+         "ro\n"
          "         client_name=NAME (default: the host name; the server's clients file lists\n"
          "         it with the secret in token_file=, proven by challenge-response, never sent)\n"
          "         entry_timeout=SECONDS  attr_timeout=SECONDS (default 60; the server pushes\n"
@@ -251,6 +254,8 @@ std::string Usage() {
          "         directory this mount made, or the server found empty, is answered here)\n"
          "         no_kept_entries (the kernel's FORGETs go to the server at once; default: the\n"
          "         entries of forgotten nodes are kept to answer their next LOOKUP)\n"
+         "         no_handleless_listings (opendir and closedir go to the server; default:\n"
+         "         answered here, the server lists a directory by its node at each readdir)\n"
          "         reset_names (after a lost connection also drop cached names; detaches\n"
          "         anything mounted inside this mount, in every mount namespace)\n"
          "         async_unlink (answer unlink before the server ran it, 2x faster; a failure\n"

@@ -81,6 +81,9 @@ struct MountOptions {
   // Keep the entries of nodes the kernel forgets (frontend/kept_entries.h), withholding their
   // FORGETs; no_kept_entries: every FORGET goes to the server. Only with complete_dirs.
   bool kept_entries = true;
+  // Answer OPENDIR and RELEASEDIR here and list directories by node at the server (handle-less
+  // listings, frontend/forwarder.h); no_handleless_listings: every directory is opened there.
+  bool handleless_listings = true;
   // reset_names: when invalidations may have been lost, also mark every cached name stale
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
   // detaches anything mounted on a directory of this mount, in every mount namespace.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "common/wire.h"
 
 namespace ringfs::server {
 namespace {
@@ -25,7 +26,7 @@ absl::Status HandleTable::CheckRoom() const {
 uint64_t HandleTable::Add(HandleRef handle) {
   absl::MutexLock lock(&mu_);
   const uint64_t fh = ids_.Next([this](uint64_t id) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return handles_.contains(id);
+    return (id & wire::kClientDirHandleBit) != 0 || handles_.contains(id);
   });
   handles_[fh] = std::move(handle);
   return fh;

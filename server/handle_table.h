@@ -1,9 +1,10 @@
 // Open files and directories of one client, by the fh ids the server hands out in OPEN, CREATE
 // and OPENDIR. An fh comes from the table's own IdSpace: never 0, never reused, and never one
 // another table or server instance handed out, so an fh from an older instance is unknown here
-// (ESTALE), never another open file. Thread-safe: any worker may add, get or remove. A Handle is
-// shared: an executor or an in-flight io_uring operation keeps its fd open after a concurrent
-// RELEASE.
+// (ESTALE), never another open file. Nor one with bit 63 set: those are the client's own
+// (handle-less listings, wire_format.md), which it never sends. Thread-safe: any worker may add,
+// get or remove. A Handle is shared: an executor or an in-flight io_uring operation keeps its fd
+// open after a concurrent RELEASE.
 #pragma once
 
 #include <cstdint>

@@ -272,6 +272,8 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
                             reply.invalidations());
   reply.set_listing_attrs(hello.want_listing_attrs() && reply.dir_attrs());
+  // Every client's handle table keeps bit 63 clear and fh 0 lists by node: nothing to set up.
+  reply.set_handleless_listings(hello.want_handleless_listings());
   absl::Status sent = channel->Send(reply);
   if (reply.result() != wire::ServerHello::OK) {
     // Authentication failures were logged (throttled) by the authenticator.

@@ -1,11 +1,15 @@
 // Directory operations: OPENDIR, READDIR, READDIRPLUS (RELEASEDIR and FSYNCDIR share the file
 // code). A directory handle reads a snapshot of the directory when a READDIR starts at offset 0;
 // entry i has cookie i + 1 ("off" of a dirent = where the next READDIR continues).
+// A READDIR with fh 0 is a handle-less listing (wire_format.md, "Handle-less listings"): the
+// directory is opened for it under the caller's credentials, read from the export's own cookie
+// (getdents' d_off, which lseek takes back) and closed; its dirents carry those cookies.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -75,6 +79,75 @@ fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
   return ToEntryOut(ids->nodeid, ids->generation, *st, ctx.times);
 }
 
+// Fills a READDIR/READDIRPLUS body with entries until the next would not fit.
+class ListingFill {
+ public:
+  ListingFill(const OpContext& ctx, int dir_fd, bool plus, size_t limit, ReplyBody& body)
+      : ctx_(ctx), dir_fd_(dir_fd), plus_(plus), limit_(limit), body_(body) {}
+  ~ListingFill() { body_.set_size(used_); }
+
+  // Appends `e`, after which a READDIR continues at `cookie`; false when it does not fit.
+  bool Add(const DirEntry& e, uint64_t cookie) {
+    if (!plus_) {
+      size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + e.name.size());
+      if (used_ + len > limit_) return false;
+      PutDirent(body_.data() + used_, e, cookie);
+      used_ += len;
+      return true;
+    }
+    size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + e.name.size());
+    if (used_ + len > limit_) return false;  // checked before the lookup, so none is ever lost
+    fuse_entry_out entry = PlusEntry(ctx_, dir_fd_, e);
+    std::memcpy(body_.data() + used_, &entry, sizeof(entry));
+    PutDirent(body_.data() + used_ + sizeof(entry), e, cookie);
+    used_ += len;
+    return true;
+  }
+
+ private:
+  const OpContext& ctx_;
+  const int dir_fd_;
+  const bool plus_;
+  const size_t limit_;
+  ReplyBody& body_;
+  size_t used_ = 0;
+};
+
+// A handle-less listing: `node`'s entries from the export's cookie `a.offset` (0: the start).
+absl::Status ListByNode(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& body) {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  // Opened as OPENDIR would have: a caller without read permission gets EACCES here.
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenNode(*node, /*directory=*/true, 0));
+  if (a.offset > static_cast<uint64_t>(INT64_MAX) ||
+      lseek(fd.get(), static_cast<off_t>(a.offset), SEEK_SET) < 0) {
+    // Not a cookie this export's directory gave out (getdents would say the same).
+    return ErrnoError(a.offset > static_cast<uint64_t>(INT64_MAX) ? EINVAL : errno,
+                      "seek directory to a listing cookie");
+  }
+  const size_t limit = std::min<size_t>(a.size, body.capacity());
+  ListingFill fill(ctx, fd.get(), a.plus, limit, body);
+  // What is read past the answer's end is read again by the next READDIR: read about what
+  // fits. A getdents64 record takes 5 bytes more than a READDIR one, and a READDIRPLUS one 128
+  // less (its entry_out) -- a third of it for names of ~40 bytes. At least one longest record.
+  alignas(8) char buffer[32 * 1024];
+  const size_t want =
+      std::clamp<size_t>(a.plus ? limit / 3 : limit + limit / 8, 1024, sizeof(buffer));
+  for (;;) {
+    const long n = syscall(SYS_getdents64, fd.get(), buffer, want);
+    if (n < 0) return ErrnoError(errno, "getdents64");
+    if (n == 0) return absl::OkStatus();
+    for (long pos = 0; pos < n;) {
+      const auto* d = reinterpret_cast<const LinuxDirent64*>(buffer + pos);
+      // Entries read past the last that fits are read again by the next READDIR, from the
+      // cookie of the last one sent.
+      if (!fill.Add(DirEntry{d->d_name, d->d_ino, d->d_type}, static_cast<uint64_t>(d->d_off))) {
+        return absl::OkStatus();
+      }
+      pos += d->d_reclen;
+    }
+  }
+}
+
 }  // namespace
 
 absl::Status Executor::Run(const OpContext& ctx, const OpendirArgs&, ReplyBody& body) const {
@@ -88,32 +161,16 @@ absl::Status Executor::Run(const OpContext& ctx, const OpendirArgs&, ReplyBody& 
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& body) const {
+  if (a.fh == 0) return ListByNode(ctx, a, body);  // no handle is ever 0 (HandleTable)
   ASSIGN_OR_RETURN(HandleRef handle, GetHandle(ctx, a.fh));
   if (!handle->is_dir) return ErrnoError(ENOTDIR, "readdir on a file handle");
   absl::MutexLock lock(&handle->mu);
   DirSnapshot& snapshot = handle->dir;
   if (a.offset == 0 || !snapshot.loaded) RETURN_IF_ERROR(LoadSnapshot(handle->fd.get(), snapshot));
-
-  const size_t limit = std::min<size_t>(a.size, body.capacity());
-  size_t used = 0;
+  ListingFill fill(ctx, handle->fd.get(), a.plus, std::min<size_t>(a.size, body.capacity()), body);
   for (uint64_t i = a.offset; i < snapshot.entries.size(); ++i) {
-    const DirEntry& e = snapshot.entries[i];
-    const uint64_t cookie = i + 1;
-    if (!a.plus) {
-      size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + e.name.size());
-      if (used + len > limit) break;
-      PutDirent(body.data() + used, e, cookie);
-      used += len;
-      continue;
-    }
-    size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + e.name.size());
-    if (used + len > limit) break;  // checked before the lookup, so no lookup is ever lost
-    fuse_entry_out entry = PlusEntry(ctx, handle->fd.get(), e);
-    std::memcpy(body.data() + used, &entry, sizeof(entry));
-    PutDirent(body.data() + used + sizeof(entry), e, cookie);
-    used += len;
+    if (!fill.Add(snapshot.entries[i], /*cookie=*/i + 1)) break;
   }
-  body.set_size(used);
   return absl::OkStatus();
 }
 

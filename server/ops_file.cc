@@ -177,7 +177,8 @@ Outcome Executor::Run(const OpContext& ctx, const WriteArgs& a, ReplyBody& body)
 }
 
 Outcome Executor::Run(const OpContext& ctx, const FsyncArgs& a, ReplyBody&) const {
-  auto handle = GetHandle(ctx, a.fh);
+  // FSYNCDIR of a handle-less listing's directory (fh 0, ops_dir.cc): a handle just for it.
+  auto handle = a.dir && a.fh == 0 ? DirHandleFor(ctx) : GetHandle(ctx, a.fh);
   if (!handle.ok()) return Outcome{handle.status(), std::nullopt};
   if ((*handle)->is_dir != a.dir) {
     return Outcome{ErrnoError(a.dir ? ENOTDIR : EISDIR, "fsync handle kind"), std::nullopt};

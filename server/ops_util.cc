@@ -37,6 +37,12 @@ absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {
   return ctx.client->handles.Get(fh);
 }
 
+absl::StatusOr<HandleRef> DirHandleFor(const OpContext& ctx) {
+  ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
+  ASSIGN_OR_RETURN(UniqueFd fd, OpenNode(*node, /*directory=*/true, 0));
+  return std::make_shared<Handle>(std::move(fd), node->id, /*dir=*/true);
+}
+
 absl::StatusOr<EntryIds> AddNode(const OpContext& ctx, UniqueFd fd, const struct stat& st) {
   if (ctx.node_handles == nullptr) return ctx.client->nodes->AddLookup(std::move(fd), st);
   InodeHandle handle;  // stays empty (no allocation) unless the node is new and has a handle

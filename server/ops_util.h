@@ -15,6 +15,9 @@ namespace ringfs::server {
 // but still open through one of the client's handles is served from that handle's fd.
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid);
 absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // ESTALE if unknown
+// A handle of the request's directory opened for this request alone and in no table (a
+// handle-less listing's FSYNCDIR), under the caller's credentials.
+absl::StatusOr<HandleRef> DirHandleFor(const OpContext& ctx);
 
 // ctx.client->nodes->AddLookup, and on a connection with node handles, a sealed record for the
 // caller's notification when the node is new to the client (common/node_handle.h).

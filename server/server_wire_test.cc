@@ -1137,6 +1137,112 @@ TEST_F(WireTest, AListingEndsWithItsDirectorysAttributesWhenAsked) {
   }
 }
 
+// Handle-less listings (wire_format.md): READDIR/READDIRPLUS with fh 0 list the request's node
+// from the export's own cookies, under the caller's credentials, and FSYNCDIR with fh 0 syncs
+// it; the server never hands out an fh with bit 63 set (the client's own handles).
+TEST_F(WireTest, AListingWithoutAHandleReadsTheDirectoryByNodeFromTheExportsCookies) {
+  ASSERT_EQ(::mkdir((export_.path() + "/h").c_str(), 0755), 0);
+  std::set<std::string> made = {".", ".."};
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = std::to_string(i) + std::string(40, 'h');
+    std::ofstream(export_.Join("h/" + name)) << "x";
+    made.insert(name);
+  }
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_handleless_listings(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_TRUE(accepted.handleless_listings());
+  TestClient& client = **connected;
+  Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("h")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t dir = r.As<fuse_entry_out>().nodeid;
+
+  // Pages of 2 KiB, each continued from the last entry's cookie; the names removed after the
+  // first page (already listed) shift nothing: every other name comes exactly once.
+  std::map<std::string, int> seen;
+  uint64_t offset = 0;
+  int pages = 0;
+  for (; pages < 1000; ++pages) {
+    r = Call(client, Frame(pages % 2 == 0 ? FUSE_READDIRPLUS : FUSE_READDIR, ++unique_, dir,
+                           ReadIn(/*fh=*/0, offset, 2048)));
+    ASSERT_EQ(r.header.error, 0) << "page " << pages;
+    ASSERT_LE(r.body.size(), 2048u);
+    if (r.body.empty()) break;
+    if (pages % 2 == 0) {
+      for (const PlusEntry& e : ParsePlus(r.body)) {
+        ++seen[e.name];
+        offset = e.off;
+        if (e.name != "." && e.name != "..") {
+          EXPECT_NE(e.entry.nodeid, 0u) << e.name;
+          struct stat st {};
+          ASSERT_EQ(::stat(export_.Join("h/" + e.name).c_str(), &st), 0);
+          EXPECT_EQ(e.entry.attr.ino, st.st_ino) << e.name;
+        }
+      }
+    } else {
+      for (size_t at = 0; at < r.body.size();) {
+        fuse_dirent d;
+        std::memcpy(&d, r.body.data() + at, sizeof(d));
+        ++seen[std::string(r.body.data() + at + FUSE_NAME_OFFSET, d.namelen)];
+        offset = d.off;
+        at += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + d.namelen);
+        ASSERT_LE(at, r.body.size());
+      }
+    }
+    if (pages == 0) {
+      for (const auto& [name, count] : seen) {
+        if (name == "." || name == "..") continue;
+        ASSERT_EQ(::unlink(export_.Join("h/" + name).c_str()), 0);
+      }
+    }
+  }
+  EXPECT_GT(pages, 10) << "small pages: many answers";
+  std::set<std::string> names;
+  for (const auto& [name, count] : seen) {
+    EXPECT_EQ(count, 1) << name << " listed " << count << " times";
+    names.insert(name);
+  }
+  EXPECT_EQ(names, made);
+
+  // FSYNCDIR by node; a file is no directory; a caller who may not read it gets EACCES, as an
+  // OPENDIR would have.
+  fuse_fsync_in sync{};
+  EXPECT_EQ(Call(client, Frame(FUSE_FSYNCDIR, ++unique_, dir, Bytes(sync))).header.error, 0);
+  r = Call(client, Frame(FUSE_LOOKUP, ++unique_, dir, CName("299" + std::string(40, 'h'))));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t file = r.As<fuse_entry_out>().nodeid;
+  EXPECT_EQ(Call(client, Frame(FUSE_READDIR, ++unique_, file, ReadIn(0, 0, 4096))).header.error,
+            -ENOTDIR);
+  ASSERT_EQ(::chmod(export_.Join("h").c_str(), 0700), 0);
+  EXPECT_EQ(Call(client, Frame(FUSE_READDIR, ++unique_, dir, ReadIn(0, 0, 4096), 1234, 1234))
+                .header.error,
+            -EACCES);
+  EXPECT_EQ(Call(client, Frame(FUSE_READDIR, ++unique_, dir, ReadIn(0, 0, 4096))).header.error, 0)
+      << "root may";
+
+  // No handle this server hands out has bit 63: 2,000 opens of directories and files, each
+  // one as likely as not to have it without the rule.
+  fuse_open_in open{};
+  open.flags = O_RDONLY;
+  for (int i = 0; i < 2000; ++i) {
+    const bool is_dir = i % 2 == 0;
+    const uint64_t node = is_dir ? dir : file;
+    r = Call(client, Frame(is_dir ? FUSE_OPENDIR : FUSE_OPEN, ++unique_, node, Bytes(open)));
+    ASSERT_EQ(r.header.error, 0);
+    fuse_release_in release{};
+    release.fh = r.As<fuse_open_out>().fh;
+    EXPECT_EQ(release.fh & wire::kClientDirHandleBit, 0u) << std::hex << release.fh;
+    r = Call(client,
+             Frame(is_dir ? FUSE_RELEASEDIR : FUSE_RELEASE, ++unique_, node, Bytes(release)));
+    EXPECT_EQ(r.header.error, 0);
+  }
+  auto unasked = TestClient::Connect(address_, DefaultHello(), &accepted);
+  ASSERT_TRUE(unasked.ok());
+  EXPECT_FALSE(accepted.handleless_listings());
+}
+
 // A LOOKUP that finds no entry in an empty directory says so with that directory's trailer, so
 // the client may answer lookups in it itself (frontend/complete_dirs.h). Only when asked, with
 // dir attrs and invalidations (the client must hear of names made there later).

@@ -31,7 +31,26 @@ namespace {
 
 constexpr long kFuseSuperMagic = 0x65735546;
 
-class OpsTest : public MountedTest {};
+class OpsTest : public MountedTest {
+ protected:
+  // The mount's count of local answers as of now: read from the second rewrite of its stats
+  // file (about every 200 ms) after this moment, whose counters were certainly taken after it.
+  uint64_t AnsweredLocally() const {
+    timespec since{};
+    clock_gettime(CLOCK_REALTIME, &since);
+    for (int rewrites = 0, tries = 0; rewrites < 2 && tries < 200; ++tries) {
+      usleep(20'000);
+      struct stat st {};
+      if (::stat(env_->stats_path().c_str(), &st) != 0) continue;
+      if (st.st_mtim.tv_sec > since.tv_sec ||
+          (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec > since.tv_nsec)) {
+        since = st.st_mtim;
+        ++rewrites;
+      }
+    }
+    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+  }
+};
 
 struct stat Stat(const std::string& path) {
   struct stat st {};
@@ -473,6 +492,39 @@ TEST_P(OpsTest, OpendirReaddir) {
   EXPECT_EQ(errno, ENOTDIR);
 }
 
+// opendir and closedir are answered by ringfs-mount (frontend/local_dir_handles.h): the server
+// lists a directory by its node at each readdir. Opened directories list exactly what the
+// export has, also many at once, and a closed one costs the server nothing.
+TEST_P(OpsTest, OpendirAndClosedirAreAnsweredByTheMount) {
+  ASSERT_EQ(::mkdir(Mnt("o").c_str(), 0755), 0);
+  ASSERT_EQ(WriteFile(Mnt("o/f"), "x"), 0);
+  Stat(Mnt("o"));
+  const uint64_t start = AnsweredLocally();
+  {
+    OpenFds open;
+    for (int i = 0; i < 20; ++i) {
+      int fd = ::open(Mnt("o").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      ASSERT_GE(fd, 0) << ErrnoName(errno);
+      open.Add(fd);
+    }
+  }
+  EXPECT_EQ(AnsweredLocally() - start, 40u) << "20 opendir and 20 closedir";
+
+  std::vector<DIR*> dirs;
+  for (int i = 0; i < 50; ++i) {
+    DIR* d = ::opendir(Mnt("o").c_str());
+    ASSERT_NE(d, nullptr) << ErrnoName(errno);
+    dirs.push_back(d);
+  }
+  ASSERT_EQ(WriteFile(Exp("o/g"), "y"), 0);
+  for (DIR* d : dirs) {
+    std::set<std::string> names;
+    while (dirent* e = ::readdir(d)) names.insert(e->d_name);
+    EXPECT_EQ(names, (std::set<std::string>{".", "..", "f", "g"}));
+    ::closedir(d);
+  }
+}
+
 // The READDIR after a listing's last entry is answered by ringfs-mount (frontend/dir_ends.h):
 // every listing below ends that way, and what it answers must be what the server would -- in
 // particular a rewind after the directory changed on the server lists the change.
@@ -513,7 +565,7 @@ TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
     return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
   };
   usleep(300'000);  // the stats file is rewritten about every 200 ms
-  const uint64_t before = answered_locally();
+  const uint64_t before = AnsweredLocally();
 
   int fd = ::open(Mnt("d").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(fd, 0) << ErrnoName(errno);
@@ -550,7 +602,7 @@ TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
   uint64_t local = 0;
   for (int tries = 0; tries < 30 && local < 7; ++tries) {
     usleep(100'000);
-    local = answered_locally() - before;
+    local = AnsweredLocally() - before;
   }
   EXPECT_GE(local, 7u) << "the ends of listings went to the server";
 }
@@ -562,23 +614,6 @@ TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
 TEST_P(OpsTest, AStatAfterAListingIsAnsweredWithTheDirectorysAttributes) {
   ASSERT_EQ(::mkdir(Mnt("l").c_str(), 0755), 0);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(WriteFile(Mnt("l/f" + std::to_string(i)), "x"), 0);
-  // The mount's count of local answers as of now: read from the second rewrite of its stats
-  // file (about every 200 ms) after this moment, whose counters were certainly taken after it.
-  auto answered_locally = [&] {
-    timespec since{};
-    clock_gettime(CLOCK_REALTIME, &since);
-    for (int rewrites = 0, tries = 0; rewrites < 2 && tries < 200; ++tries) {
-      usleep(20'000);
-      struct stat st {};
-      if (::stat(env_->stats_path().c_str(), &st) != 0) continue;
-      if (st.st_mtim.tv_sec > since.tv_sec ||
-          (st.st_mtim.tv_sec == since.tv_sec && st.st_mtim.tv_nsec > since.tv_nsec)) {
-        since = st.st_mtim;
-        ++rewrites;
-      }
-    }
-    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
-  };
   alignas(8) char buf[4096];
   auto list = [&](int fd) {
     while (::syscall(SYS_getdents64, fd, buf, sizeof(buf)) > 0) {
@@ -588,20 +623,20 @@ TEST_P(OpsTest, AStatAfterAListingIsAnsweredWithTheDirectorysAttributes) {
     // The listing alone (its end is answered locally too), then the listing and the stat. The
     // creates voided the directory's attributes: the stat here takes the GETATTR they cause.
     Stat(Mnt("l"));
-    const uint64_t start = answered_locally();
+    const uint64_t start = AnsweredLocally();
     int fd = ::open(Mnt("l").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_GE(fd, 0) << ErrnoName(errno);
     list(fd);
     ::close(fd);
-    const uint64_t listed = answered_locally();
+    const uint64_t listed = AnsweredLocally();
     fd = ::open(Mnt("l").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     ASSERT_GE(fd, 0) << ErrnoName(errno);
     list(fd);
     struct stat through {};
     ASSERT_EQ(::fstat(fd, &through), 0);
-    EXPECT_EQ(answered_locally() - listed, listed - start + 1)
+    ::close(fd);  // both counts include what opendir and closedir are (answered or not)
+    EXPECT_EQ(AnsweredLocally() - listed, listed - start + 1)
         << "round " << round << ": the GETATTR went out";
-    ::close(fd);
     const struct stat exported = Stat(Exp("l"));
     EXPECT_EQ(through.st_ino, exported.st_ino);
     EXPECT_EQ(through.st_nlink, exported.st_nlink);

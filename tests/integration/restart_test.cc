@@ -286,6 +286,64 @@ TEST_P(RestartTest, AListingOpenAcrossARestartStillEndsAndARewindListsTheNewServ
   PrintOutcomes();
 }
 
+// A directory opened through the mount has no handle at the server (handle-less listings,
+// frontend/local_dir_handles.h): its listing continues from the export's own cookie, so a
+// listing half read when the server is killed goes on at the new instance with every name that
+// stayed listed exactly once -- also when names already listed were removed meanwhile (a
+// listing by position would skip as many names as were removed before it).
+TEST_P(RestartTest, AListingHalfReadAcrossARestartListsEveryNameThatStayedExactlyOnce) {
+  ASSERT_EQ(::mkdir(Mnt("half").c_str(), 0755), 0) << ErrnoName(errno);
+  std::set<std::string> stayed = {".", ".."};
+  for (int i = 0; i < 400; ++i) {
+    const std::string name = "entry-" + std::to_string(i) + std::string(30, 'x');
+    ASSERT_EQ(WriteFile(Exp("half/" + name), ""), 0);
+    stayed.insert(name);
+  }
+  int fd = ::open(Mnt("half").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  OpenFds hold;
+  hold.Add(fd);
+  std::map<std::string, int> seen;
+  alignas(8) char buf[2048];  // a fraction of the listing per call
+  auto take = [&](long n) {
+    for (long pos = 0; pos < n;) {
+      auto* d = reinterpret_cast<struct dirent64*>(buf + pos);
+      ++seen[d->d_name];
+      pos += d->d_reclen;
+    }
+  };
+  const long first = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+  ASSERT_GT(first, 0) << ErrnoName(errno);
+  take(first);
+  ASSERT_LT(seen.size(), stayed.size() / 2) << "the first call read only part of the listing";
+
+  ASSERT_TRUE(env_->WaitMountServing());
+  ASSERT_TRUE(env_->KillServer());
+  for (const auto& [name, count] : seen) {
+    if (name == "." || name == "..") continue;
+    ASSERT_EQ(::unlink(Exp("half/" + name).c_str()), 0) << name;
+  }
+  ASSERT_TRUE(env_->RestartServer());
+
+  int err = 0;
+  for (;;) {
+    long n = -1;
+    err = RetryWhileReconnecting([&] {
+      n = ::syscall(SYS_getdents64, fd, buf, sizeof(buf));
+      return n < 0 ? errno : 0;
+    });
+    if (err != 0 || n == 0) break;
+    take(n);
+  }
+  ASSERT_EQ(err, 0) << "the listing failed after the restart: " << ErrnoName(err);
+  std::set<std::string> listed;
+  for (const auto& [name, count] : seen) {
+    EXPECT_EQ(count, 1) << name << " listed " << count << " times";
+    listed.insert(name);
+  }
+  for (const std::string& name : stayed) EXPECT_TRUE(listed.contains(name)) << name << " skipped";
+}
+
 // A directory this mount made is known complete (frontend/complete_dirs.h): LOOKUPs of absent
 // names are answered by the mount. A name made while the server was down (here on the export
 // itself, as a process on the storage node or another client of the new instance would) must be

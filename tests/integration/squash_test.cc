@@ -90,9 +90,20 @@ std::string Battery(const std::string& root) {
     note("chown-0 " + f, ::chown((root + "/" + f).c_str(), 0, -1));
   }
   for (const std::string& d : dirs) {
+    // Listed, not only opened: through the mount the server checks the permission at the
+    // first readdir (handle-less listings), on the export opendir does.
     DIR* dp = ::opendir((root + "/" + d).c_str());
-    note("opendir " + d, dp != nullptr ? 0 : -1);
-    if (dp != nullptr) ::closedir(dp);
+    int listed = dp != nullptr ? 0 : -1;
+    if (dp != nullptr) {
+      errno = 0;
+      while (::readdir(dp) != nullptr) {
+      }
+      if (errno != 0) listed = -1;
+      const int saved = errno;
+      ::closedir(dp);
+      errno = saved;
+    }
+    note("list " + d, listed);
     open_close(d + "/new", O_CREAT | O_EXCL | O_WRONLY);
     note("mkdir " + d, ::mkdir((root + "/" + d + "/newdir").c_str(), 0755));
     note("symlink " + d, ::symlink("x", (root + "/" + d + "/newlink").c_str()));
