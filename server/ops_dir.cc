@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "server/executor.h"
@@ -86,20 +88,23 @@ class ListingFill {
       : ctx_(ctx), dir_fd_(dir_fd), plus_(plus), limit_(limit), body_(body) {}
   ~ListingFill() { body_.set_size(used_); }
 
+  // The bytes `e` takes in a READDIR (`plus`: READDIRPLUS) answer.
+  static size_t RecordBytes(bool plus, const DirEntry& e) {
+    return FUSE_DIRENT_ALIGN((plus ? FUSE_NAME_OFFSET_DIRENTPLUS : FUSE_NAME_OFFSET) +
+                             e.name.size());
+  }
+
   // Appends `e`, after which a READDIR continues at `cookie`; false when it does not fit.
   bool Add(const DirEntry& e, uint64_t cookie) {
-    if (!plus_) {
-      size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + e.name.size());
-      if (used_ + len > limit_) return false;
-      PutDirent(body_.data() + used_, e, cookie);
-      used_ += len;
-      return true;
-    }
-    size_t len = FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + e.name.size());
+    const size_t len = RecordBytes(plus_, e);
     if (used_ + len > limit_) return false;  // checked before the lookup, so none is ever lost
-    fuse_entry_out entry = PlusEntry(ctx_, dir_fd_, e);
-    std::memcpy(body_.data() + used_, &entry, sizeof(entry));
-    PutDirent(body_.data() + used_ + sizeof(entry), e, cookie);
+    if (!plus_) {
+      PutDirent(body_.data() + used_, e, cookie);
+    } else {
+      fuse_entry_out entry = PlusEntry(ctx_, dir_fd_, e);
+      std::memcpy(body_.data() + used_, &entry, sizeof(entry));
+      PutDirent(body_.data() + used_ + sizeof(entry), e, cookie);
+    }
     used_ += len;
     return true;
   }
@@ -125,27 +130,33 @@ absl::Status ListByNode(const OpContext& ctx, const ReaddirArgs& a, ReplyBody& b
                       "seek directory to a listing cookie");
   }
   const size_t limit = std::min<size_t>(a.size, body.capacity());
-  ListingFill fill(ctx, fd.get(), a.plus, limit, body);
-  // What is read past the answer's end is read again by the next READDIR: read about what
-  // fits. A getdents64 record takes 5 bytes more than a READDIR one, and a READDIRPLUS one 128
-  // less (its entry_out) -- a third of it for names of ~40 bytes. At least one longest record.
+  // The answer's entries are read first, looked up (READDIRPLUS) only once every getdents64 has
+  // succeeded: an error after a lookup would leave it counted where the kernel never saw it.
+  // What is read past the answer's end is read again by the next READDIR, from the cookie of
+  // the last entry sent, so read about what fits: a getdents64 record is a few bytes smaller
+  // than a READDIR one, and a READDIRPLUS one is 128 bytes larger (its entry_out), three times
+  // the size for names of ~40 bytes. At least a page, far more than the longest record.
   alignas(8) char buffer[32 * 1024];
   const size_t want =
-      std::clamp<size_t>(a.plus ? limit / 3 : limit + limit / 8, 1024, sizeof(buffer));
-  for (;;) {
+      std::clamp<size_t>(a.plus ? limit / 3 : limit + limit / 8, 4096, sizeof(buffer));
+  std::vector<std::pair<DirEntry, uint64_t>> entries;  // with their cookies
+  size_t bytes = 0;
+  for (bool full = false; !full;) {
     const long n = syscall(SYS_getdents64, fd.get(), buffer, want);
     if (n < 0) return ErrnoError(errno, "getdents64");
-    if (n == 0) return absl::OkStatus();
-    for (long pos = 0; pos < n;) {
+    if (n == 0) break;
+    for (long pos = 0; pos < n && !full;) {
       const auto* d = reinterpret_cast<const LinuxDirent64*>(buffer + pos);
-      // Entries read past the last that fits are read again by the next READDIR, from the
-      // cookie of the last one sent.
-      if (!fill.Add(DirEntry{d->d_name, d->d_ino, d->d_type}, static_cast<uint64_t>(d->d_off))) {
-        return absl::OkStatus();
-      }
+      DirEntry e{d->d_name, d->d_ino, d->d_type};
+      bytes += ListingFill::RecordBytes(a.plus, e);
+      full = bytes > limit;
+      if (!full) entries.emplace_back(std::move(e), static_cast<uint64_t>(d->d_off));
       pos += d->d_reclen;
     }
   }
+  ListingFill fill(ctx, fd.get(), a.plus, limit, body);
+  for (const auto& [e, cookie] : entries) fill.Add(e, cookie);
+  return absl::OkStatus();
 }
 
 }  // namespace

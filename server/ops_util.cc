@@ -39,8 +39,13 @@ absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {
 
 absl::StatusOr<HandleRef> DirHandleFor(const OpContext& ctx) {
   ASSIGN_OR_RETURN(NodeRef node, GetNode(ctx, ctx.nodeid));
-  ASSIGN_OR_RETURN(UniqueFd fd, OpenNode(*node, /*directory=*/true, 0));
-  return std::make_shared<Handle>(std::move(fd), node->id, /*dir=*/true);
+  absl::StatusOr<UniqueFd> fd;
+  {
+    ServerCredsScope as_server;
+    fd = OpenNode(*node, /*directory=*/true, 0);
+  }
+  if (!fd.ok()) return fd.status();
+  return std::make_shared<Handle>(*std::move(fd), node->id, /*dir=*/true);
 }
 
 absl::StatusOr<EntryIds> AddNode(const OpContext& ctx, UniqueFd fd, const struct stat& st) {

@@ -16,7 +16,8 @@ namespace ringfs::server {
 absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid);
 absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh);  // ESTALE if unknown
 // A handle of the request's directory opened for this request alone and in no table (a
-// handle-less listing's FSYNCDIR), under the caller's credentials.
+// handle-less listing's FSYNCDIR), as the server: syncing checks no permission, as on the
+// descriptor the caller holds (FSYNCDIR does not switch to the caller: Executor::Admit).
 absl::StatusOr<HandleRef> DirHandleFor(const OpContext& ctx);
 
 // ctx.client->nodes->AddLookup, and on a connection with node handles, a sealed record for the

@@ -1221,6 +1221,12 @@ TEST_F(WireTest, AListingWithoutAHandleReadsTheDirectoryByNodeFromTheExportsCook
             -EACCES);
   EXPECT_EQ(Call(client, Frame(FUSE_READDIR, ++unique_, dir, ReadIn(0, 0, 4096))).header.error, 0)
       << "root may";
+  // Syncing checks no permission (as on the descriptor the caller holds), whoever ran last.
+  for (uint32_t uid : {1234u, 0u, 1234u}) {
+    EXPECT_EQ(
+        Call(client, Frame(FUSE_FSYNCDIR, ++unique_, dir, Bytes(sync), uid, uid)).header.error, 0)
+        << uid;
+  }
 
   // No handle this server hands out has bit 63: 2,000 opens of directories and files, each
   // one as likely as not to have it without the rule.
