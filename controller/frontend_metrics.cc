@@ -143,8 +143,13 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
         {"ringfs_frontend_held_nodes",
          "Node ids the kernel holds or the mount keeps for it (lookups not yet forgotten)",
          MetricType::Gauge, snapshot.held_nodes},
-        {"ringfs_frontend_held_open_files", "Files and directories the kernel holds open",
+        {"ringfs_frontend_held_open_files",
+         "Files and directories the kernel holds open with a handle at the server",
          MetricType::Gauge, snapshot.held_open_files},
+        {"ringfs_frontend_local_open_dirs",
+         "Directories the kernel holds open with a handle of the mount's own (handle-less "
+         "listings: nothing at the server)",
+         MetricType::Gauge, snapshot.local_open_dirs},
         {"ringfs_frontend_invalidations_total",
          "Cache invalidations from the server written into the kernel (another mount or the "
          "server's filesystem changed a node this mount caches)",

@@ -26,6 +26,8 @@
 //                                                            new server instance
 //   ringfs_frontend_reclaim_refused_total                    counter, objects it did not take
 //   ringfs_frontend_held_nodes, ringfs_frontend_held_open_files  gauges, what the kernel holds
+//   ringfs_frontend_local_open_dirs                          gauge, directories open without a
+//                                                            server handle
 //   ringfs_frontend_kernel_max_background                    gauge (fusectl)
 //   ringfs_frontend_kernel_congestion_threshold              gauge (fusectl)
 //   ringfs_frontend_kernel_waiting                           gauge (fusectl)

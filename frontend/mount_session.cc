@@ -93,6 +93,7 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.held_nodes = ledger_->nodes();
     snapshot.held_open_files = ledger_->open_files();
   }
+  snapshot.local_open_dirs = local_dirs_->open_count();
   if (notifier_) {
     KernelNotifier::Counters counters = notifier_->counters();
     snapshot.invalidations_written = counters.written;
@@ -471,17 +472,18 @@ void MountSession::WriteStats() const {
   std::string text = absl::StrFormat(
       "transport=%s\nring_requests=%u\ndevfuse_requests=%u\nforgets=%u\nfailures=%u\n"
       "replies=%u\nanswered_locally=%u\nqueues=%u\nreclaims=%u\nreclaim_refused=%u\n"
-      "held_nodes=%u\nheld_open_files=%u\ninvalidations=%u\ninvalidations_not_cached=%u\n"
+      "held_nodes=%u\nheld_open_files=%u\nlocal_open_dirs=%u\ninvalidations=%u\n"
+      "invalidations_not_cached=%u\n"
       "async_unlinks=%u\n"
       "async_unlink_failures=%u\nasync_setattrs=%u\nasync_setattr_failures=%u\n"
       "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
-      snapshot.held_open_files, snapshot.invalidations_written, snapshot.invalidations_not_cached,
-      snapshot.async_unlinks, snapshot.async_unlink_failures, snapshot.async_setattrs,
-      snapshot.async_setattr_failures, snapshot.async_setattrs_folded, snapshot.async_writes,
-      snapshot.async_write_failures);
+      snapshot.held_open_files, snapshot.local_open_dirs, snapshot.invalidations_written,
+      snapshot.invalidations_not_cached, snapshot.async_unlinks, snapshot.async_unlink_failures,
+      snapshot.async_setattrs, snapshot.async_setattr_failures, snapshot.async_setattrs_folded,
+      snapshot.async_writes, snapshot.async_write_failures);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

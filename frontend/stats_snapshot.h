@@ -88,7 +88,9 @@ struct StatsSnapshot {
   uint64_t reclaims = 0;
   uint64_t reclaim_refused = 0;  // nodes and open files a new instance refused (ESTALE)
   uint64_t held_nodes = 0;
-  uint64_t held_open_files = 0;
+  uint64_t held_open_files = 0;  // with a server handle: what a reclaim re-opens
+  // Directories open with the mount's own handles (frontend/local_dir_handles.h).
+  uint64_t local_open_dirs = 0;
   // Cache invalidations the server pushed (frontend/kernel_notifier.h): written into the
   // kernel, or for nothing the kernel still cached; written again because an answer was on its
   // way into the kernel; lost (queue full).

@@ -33,9 +33,11 @@ constexpr long kFuseSuperMagic = 0x65735546;
 
 class OpsTest : public MountedTest {
  protected:
-  // The mount's count of local answers as of now: read from the second rewrite of its stats
-  // file (about every 200 ms) after this moment, whose counters were certainly taken after it.
-  uint64_t AnsweredLocally() const {
+  // The mount's count of local answers as of now.
+  uint64_t AnsweredLocally() const { return StatNow("answered_locally"); }
+  // A stats-file value as of now: read from the second rewrite of the file (about every
+  // 200 ms) after this moment, whose counters were certainly taken after it.
+  uint64_t StatNow(const std::string& key) const {
     timespec since{};
     clock_gettime(CLOCK_REALTIME, &since);
     for (int rewrites = 0, tries = 0; rewrites < 2 && tries < 200; ++tries) {
@@ -48,7 +50,7 @@ class OpsTest : public MountedTest {
         ++rewrites;
       }
     }
-    return StatNumber(env_->ReadStats(), "answered_locally").value_or(0);
+    return StatNumber(env_->ReadStats(), key).value_or(0);
   }
 };
 
@@ -507,7 +509,9 @@ TEST_P(OpsTest, OpendirAndClosedirAreAnsweredByTheMount) {
       ASSERT_GE(fd, 0) << ErrnoName(errno);
       open.Add(fd);
     }
+    EXPECT_EQ(StatNow("local_open_dirs"), 20u);
   }
+  EXPECT_EQ(StatNow("local_open_dirs"), 0u);
   EXPECT_EQ(AnsweredLocally() - start, 40u) << "20 opendir and 20 closedir";
 
   std::vector<DIR*> dirs;
