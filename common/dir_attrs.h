@@ -24,6 +24,12 @@
 // stat'ed after the listing was read (nodeid 0 and zeroes when it could not be stat'ed). The
 // kernel voids a directory's atime after every listing, so the next stat of it (find and rm
 // fstat each directory they open) would otherwise be a GETATTR round trip.
+// With write attrs negotiated (ClientHello.want_write_attrs, granted with dir attrs), every
+// successful WRITE reply ends with exactly one record: the written file, stat'ed after the
+// write (nodeid 0 and zeroes when it could not be). The kernel voids a file's size and times
+// after each write, so the stat that follows a written file's close (git records every file it
+// checks out in its index, rsync compares what it wrote) would otherwise be a GETATTR.
+// The name "dir attrs" is historical: the record is a node's post-operation attributes.
 #pragma once
 
 #include <linux/fuse.h>
@@ -53,5 +59,8 @@ constexpr bool CarriesDirAttrs(uint32_t opcode, bool empty_dir_hints) {
 constexpr bool IsListing(uint32_t opcode) {
   return opcode == FUSE_READDIR || opcode == FUSE_READDIRPLUS;
 }
+
+// Opcodes whose success reply ends with one record when write attrs are negotiated.
+constexpr bool IsWrite(uint32_t opcode) { return opcode == FUSE_WRITE; }
 
 }  // namespace ringfs::wire

@@ -93,6 +93,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
                                  config.notifier != nullptr);
   hello.set_want_listing_attrs(config.dir_attrs != nullptr);
+  hello.set_want_write_attrs(config.dir_attrs != nullptr);
   hello.set_want_handleless_listings(config.local_dirs != nullptr);
   return hello;
 }
@@ -134,6 +135,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.empty_dir_hints = session.dir_attrs && session.invalidations &&
                             config.dirs != nullptr && reply.empty_dir_hints();
   session.listing_attrs = session.dir_attrs && reply.listing_attrs();
+  session.write_attrs = session.dir_attrs && reply.write_attrs();
   session.handleless_listings = config.local_dirs != nullptr && reply.handleless_listings();
   return session;
 }
@@ -270,7 +272,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   r.dir_empty = false;
   if (config_.dirs != nullptr) {
     if (header.opcode == FUSE_MKDIR) r.dir_ticket = config_.dirs->Ticket();
-    if (header.opcode == FUSE_LOOKUP && empty_dir_hints_on_) {
+    if (header.opcode == FUSE_LOOKUP && trailers_on_.empty_dir_hints) {
       r.dir_ticket = config_.dirs->LookupTicket();
     }
     r.change = fuse::ChangesSomething(header.opcode, nparts > 0 ? parts[0].iov_base : nullptr,
@@ -766,9 +768,10 @@ void BackendChannel::ConnectFailed(const absl::Status& status) {
 void BackendChannel::Install(ServerSession session) {
   const uint64_t now = MonotonicNs();
   fd_ = std::move(session.fd);
-  dir_attrs_on_ = session.dir_attrs;
-  empty_dir_hints_on_ = session.empty_dir_hints;
-  listing_attrs_on_ = session.listing_attrs;
+  trailers_on_ = TrailerRules{.dir_attrs = session.dir_attrs,
+                              .empty_dir_hints = session.empty_dir_hints,
+                              .listing_attrs = session.listing_attrs,
+                              .write_attrs = session.write_attrs};
   handleless_listings_on_ = session.handleless_listings;
   node_handles_on_ = session.node_handles;
   if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
@@ -1663,7 +1666,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   uint32_t slot = it->second;
   const PendingReply& expect = records_[slot]->reply;
-  if (!ValidReply(expect, header, body, dir_attrs_on_, empty_dir_hints_on_, listing_attrs_on_)) {
+  if (!ValidReply(expect, header, body, trailers_on_)) {
     RINGFS_LOG_WARN("queue %u: invalid reply to %s request %u: error %d, %zu body bytes",
                     config_.queue, std::string(fuse::OpName(expect.opcode)), header.unique,
                     header.error, body);
@@ -1787,20 +1790,27 @@ size_t BackendChannel::TakeTrailers() {
       config_.dir_attrs->Changed(r.header.nodeid);
     }
   }
-  long extra = DirAttrTrailerBytes(reply, current_body_, dir_attrs_on_, empty_dir_hints_on_,
-                                   listing_attrs_on_);
+  long extra = DirAttrTrailerBytes(reply, current_body_, trailers_on_);
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
+    if (wire::IsWrite(r.header.opcode)) {
+      // The file after this write: answers the GETATTR the kernel sends after writes (they
+      // voided its size and times), unless something newer was learned since it was sent.
+      if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record) {
+        config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket, now_ns);
+      }
+      continue;
+    }
     if (wire::IsListing(r.header.opcode)) {
       // The listed directory after the listing: answers the GETATTR the kernel sends next (it
       // voided the atime), unless something newer was learned since it was sent. Only this
       // record; early unlinks' bookkeeping waits for changes.
       if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid) {
-        config_.dir_attrs->OfferListing(trailer.nodeid, trailer.attr, reply.listing_ticket, now_ns);
+        config_.dir_attrs->OfferListing(trailer.nodeid, trailer.attr, reply.record_ticket, now_ns);
       }
       continue;
     }

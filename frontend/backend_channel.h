@@ -117,6 +117,7 @@ struct ServerSession {
   bool dir_attrs = false;     // the server appends dir-attr trailers
   bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
   bool listing_attrs = false;    // ... and one ends every READDIR/READDIRPLUS reply
+  bool write_attrs = false;      // ... and every WRITE reply
   bool handleless_listings = false;  // READDIR/FSYNCDIR with fh 0 list by node
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
@@ -408,9 +409,7 @@ class BackendChannel {
   std::vector<wire::NodeHandleRecord> notify_buf_;  // the handle notification being read
   std::string invalidation_buf_;                    // the invalidation frame being read
   uint32_t generation_ = 1;
-  bool dir_attrs_on_ = false;
-  bool empty_dir_hints_on_ = false;
-  bool listing_attrs_on_ = false;
+  TrailerRules trailers_on_;  // what this connection's replies carry
   bool handleless_listings_on_ = false;
   // Changes the server instance `server_instance_` may still run, their answers lost with a
   // connection: settled once a connection reaches another instance (single server), or a grace

@@ -19,12 +19,16 @@ void DirAttrCache::Offer(uint64_t nodeid, const fuse_attr_out& attr, uint64_t no
   absl::MutexLock lock(&mu_);
   RaiseFloorLocked(nodeid);  // a change: listings sent before it saw the directory before it
   if (valid_ns == 0) return;
-  InsertLocked(nodeid, attr, now_ns, valid_ns, now_ns + valid_ns);
+  InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kChange);
 }
 
-uint64_t DirAttrCache::ListingTicket() {
+uint64_t DirAttrCache::Ticket() {
   absl::MutexLock lock(&mu_);
   return clock_;
+}
+
+bool DirAttrCache::BelowFloorLocked(uint64_t nodeid, uint64_t ticket) const {
+  return ticket < global_floor_ || ticket < floors_[StripeOf(nodeid)];
 }
 
 void DirAttrCache::OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket,
@@ -32,20 +36,40 @@ void DirAttrCache::OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   if (valid_ns == 0) return;
   absl::MutexLock lock(&mu_);
-  if (ticket < global_floor_ || ticket < floors_[StripeOf(nodeid)]) return;
-  InsertLocked(nodeid, attr, now_ns, valid_ns, now_ns + std::min(valid_ns, kListingKeepNs));
+  if (BelowFloorLocked(nodeid, ticket)) return;
+  InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kListing);
+}
+
+void DirAttrCache::OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket,
+                              uint64_t now_ns) {
+  const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
+  if (valid_ns == 0) return;
+  absl::MutexLock lock(&mu_);
+  if (BelowFloorLocked(nodeid, ticket) || ticket < write_floor_) return;
+  auto it = entries_.find(nodeid);
+  if (it != entries_.end() &&
+      std::make_tuple(ChangeTime(attr.attr), attr.attr.size) <
+          std::make_tuple(ChangeTime(it->second.attr.attr), it->second.attr.attr.size)) {
+    return;  // an earlier write of the file, answered after a later one
+  }
+  InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kWrite);
 }
 
 void DirAttrCache::InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns,
-                                uint64_t valid_ns, uint64_t keep_ns) {
+                                uint64_t valid_ns, Kind kind) {
+  const uint64_t keep_ns =
+      now_ns + (kind == Kind::kChange ? valid_ns : std::min(valid_ns, kShortKeepNs));
   auto it = entries_.find(nodeid);
   if (it != entries_.end()) {
     if (ChangeTime(attr.attr) < ChangeTime(it->second.attr.attr)) return;
-    it->second = Entry{attr, now_ns + valid_ns, keep_ns};
+    write_records_ -= it->second.kind == Kind::kWrite;
+    write_records_ += kind == Kind::kWrite;
+    it->second = Entry{attr, now_ns + valid_ns, keep_ns, kind};
     return;
   }
   if (entries_.size() >= max_entries_) PruneLocked(now_ns);
-  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns, keep_ns});
+  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns, keep_ns, kind});
+  write_records_ += kind == Kind::kWrite;
 }
 
 void DirAttrCache::RaiseFloorLocked(uint64_t nodeid) { floors_[StripeOf(nodeid)] = ++clock_; }
@@ -58,6 +82,7 @@ std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns
   auto it = entries_.find(nodeid);
   if (it == entries_.end()) return std::nullopt;
   Entry entry = it->second;
+  write_records_ -= entry.kind == Kind::kWrite;
   entries_.erase(it);
   if (now_ns >= entry.expires_ns || now_ns >= entry.keep_ns) return std::nullopt;
   // The kernel may cache the answer only for what is left of the snapshot's lifetime.
@@ -69,8 +94,19 @@ std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns
 
 void DirAttrCache::Drop(uint64_t nodeid) {
   absl::MutexLock lock(&mu_);
-  entries_.erase(nodeid);
+  if (auto it = entries_.find(nodeid); it != entries_.end()) {
+    write_records_ -= it->second.kind == Kind::kWrite;
+    entries_.erase(it);
+  }
   RaiseFloorLocked(nodeid);
+}
+
+void DirAttrCache::NamesChanged() {
+  absl::MutexLock lock(&mu_);
+  write_floor_ = ++clock_;
+  if (write_records_ == 0) return;  // rm -rf: many removals, nothing written
+  absl::erase_if(entries_, [](const auto& kv) { return kv.second.kind == Kind::kWrite; });
+  write_records_ = 0;
 }
 
 void DirAttrCache::Changed(uint64_t nodeid) {
@@ -81,6 +117,7 @@ void DirAttrCache::Changed(uint64_t nodeid) {
 void DirAttrCache::Reset() {
   absl::MutexLock lock(&mu_);
   entries_.clear();
+  write_records_ = 0;
   global_floor_ = ++clock_;
 }
 
@@ -93,9 +130,15 @@ void DirAttrCache::PruneLocked(uint64_t now_ns) {
   absl::erase_if(entries_, [now_ns](const auto& kv) {
     return kv.second.expires_ns <= now_ns || kv.second.keep_ns <= now_ns;
   });
-  // Still full of live entries (a burst over many directories): forgetting them only costs
-  // the GETATTRs they would have saved.
+  // Still full of live entries (a burst over many nodes): the short-lived records first (a
+  // tar's writes leave one per file that no stat takes), then everything. Forgetting them only
+  // costs the GETATTRs they would have saved.
+  if (entries_.size() >= max_entries_) {
+    absl::erase_if(entries_, [](const auto& kv) { return kv.second.kind != Kind::kChange; });
+  }
   if (entries_.size() >= max_entries_) entries_.clear();
+  write_records_ = 0;
+  for (const auto& kv : entries_) write_records_ += kv.second.kind == Kind::kWrite;
 }
 
 }  // namespace ringfs::frontend

@@ -37,10 +37,15 @@ class DirAttrCache {
   // invalidation, a reset. So each listing takes a ticket before it is sent, every such event
   // raises a floor, and a record whose ticket is below its node's floor is ignored. Floors are
   // kept per stripe of node ids (kStripes): a collision only refuses a record.
-  uint64_t ListingTicket();
-  // Kept for kListingKeepNs at most (the stat that follows a listing comes at once; an unused
+  uint64_t Ticket();
+  // Kept for kShortKeepNs at most (the stat that follows a listing comes at once; an unused
   // record must not crowd out the records of changes), answered with attr_valid as it came.
   void OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+  // A WRITE's record of its file (write attrs, common/dir_attrs.h), under the same ticket rule
+  // and keep as a listing's, and also refused after NamesChanged. Writes of one file may be
+  // answered out of order: a record older than the one held (by change time, then size: a
+  // write never shrinks a file, and the other changes drop the record) is ignored.
+  void OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
 
   // The attributes of `nodeid` if still valid, and forgets them: each post-op snapshot answers
   // at most one GETATTR, so the kernel's own attr cache stays the only long-lived copy. Called
@@ -54,6 +59,10 @@ class DirAttrCache {
   // A change of the directory was answered: listings forwarded before it are refused (its own
   // record, when the server sent one, went through Offer).
   void Changed(uint64_t nodeid);
+  // A name was removed or moved (UNLINK, RMDIR, RENAME, a pushed entry invalidation), or a
+  // create may have truncated an existing file: the node it named is not known here, and its
+  // link count or change time moved. Every write record goes, and none sent before is taken.
+  void NamesChanged();
   // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget everything.
   void Reset();
 
@@ -61,16 +70,19 @@ class DirAttrCache {
 
  private:
   static constexpr size_t kStripes = 256;
-  static constexpr uint64_t kListingKeepNs = 1'000'000'000;
+  static constexpr uint64_t kShortKeepNs = 1'000'000'000;
 
+  enum class Kind { kChange, kListing, kWrite };
   struct Entry {
     fuse_attr_out attr;
     uint64_t expires_ns;  // the attributes' own lifetime: what an answer may still give
-    uint64_t keep_ns;     // until when the entry may answer (listing records: sooner)
+    uint64_t keep_ns;     // until when the entry may answer (listing and write records: sooner)
+    Kind kind;
   };
   void PruneLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns, uint64_t valid_ns,
-                    uint64_t keep_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool BelowFloorLocked(uint64_t nodeid, uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Something newer than any listing sent so far is known of `nodeid`.
   void RaiseFloorLocked(uint64_t nodeid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static size_t StripeOf(uint64_t nodeid) {
@@ -83,6 +95,8 @@ class DirAttrCache {
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t floors_[kStripes] ABSL_GUARDED_BY(mu_) = {};
   uint64_t global_floor_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t write_floor_ ABSL_GUARDED_BY(mu_) = 0;  // NamesChanged
+  size_t write_records_ ABSL_GUARDED_BY(mu_) = 0;  // entries of Kind::kWrite
 };
 
 }  // namespace ringfs::frontend

@@ -91,6 +91,41 @@ void RecordChanged(const KernelRequest& request, KeptEntries& kept) {
   }
 }
 
+// Before a request that may change a file goes to the server: the record of its last write
+// (write attrs, DirAttrCache::OfferWrite) no longer tells its attributes. A WRITE brings its
+// own; a removal or rename changes a node this mount cannot name from the request (its link
+// count, its change time), and a create without O_EXCL may truncate an existing file.
+void RecordWritesStale(const KernelRequest& request, DirAttrCache& cache) {
+  const uint32_t opcode = request.opcode();
+  if (opcode == FUSE_WRITE || !fuse::ChangesSomething(opcode, request.op_in, request.op_in_size)) {
+    return;
+  }
+  switch (opcode) {
+    case FUSE_UNLINK:
+    case FUSE_RMDIR:
+    case FUSE_RENAME:
+    case FUSE_RENAME2:
+      cache.NamesChanged();
+      return;
+    case FUSE_CREATE:
+      if ((request.Struct<fuse_create_in>().flags & O_EXCL) == 0) cache.NamesChanged();
+      return;
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+      return;  // a new node: nothing of it is held
+    case FUSE_LINK:
+      cache.Drop(request.Struct<fuse_link_in>().oldnodeid);
+      return;
+    case FUSE_COPY_FILE_RANGE:
+      cache.Drop(request.Struct<fuse_copy_file_range_in>().nodeid_out);
+      return;
+    default:
+      cache.Drop(request.header.nodeid);
+      return;
+  }
+}
+
 // Requests whose success answer is the entry of their name in their node.
 // Answers the kernel makes a dentry or inode of (a READDIRPLUS: several).
 bool BuildsEntry(uint32_t opcode) {
@@ -307,6 +342,9 @@ std::optional<Verdict> Forwarder::AcceptWithWrites(const KernelRequest& request,
   std::optional<AsyncRemovals::EarlyWrite> early =
       config_.async->BeginWrite(node, in.fh, in.offset, in.size);
   if (!early) return std::nullopt;
+  // Its record would come after writes answered later (early ones bring none, write_record):
+  // the file's GETATTR waits for them at the server instead (Forward's NodeGate).
+  if (config_.dir_attrs != nullptr) config_.dir_attrs->Drop(node);
   Detach(request, *state, early->seq, early->gate, /*after=*/0);
   fuse_write_out out{};
   out.size = in.size;
@@ -323,7 +361,12 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
       fuse::SuccessReplyBounds(request.opcode(), request.op_in, request.op_in_size);
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
-  if (listing_record) pending.listing_ticket = config_.dir_attrs->ListingTicket();
+  if (listing_record) pending.record_ticket = config_.dir_attrs->Ticket();
+  if (config_.dir_attrs != nullptr && wire::IsWrite(request.opcode())) {
+    // Its record (write attrs) must not follow what is learned after it was sent.
+    pending.record_ticket = config_.dir_attrs->Ticket();
+    pending.write_record = true;
+  }
   if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {
     // Never sent (the server buffers nothing): answered once the early writes are done.
     pending.local = true;
@@ -426,6 +469,7 @@ void Forwarder::RecordSending(const KernelRequest& request, bool early_setattr) 
   // other request can record an answer that this one's names or node make stale.
   RecordNames(request, config_.dirs, config_.kept);
   if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
+  if (config_.dir_attrs != nullptr) RecordWritesStale(request, *config_.dir_attrs);
   if (config_.async != nullptr) {
     switch (request.opcode()) {
       case FUSE_SETATTR:  // its answer brings the new attributes back (BackendChannel::Answer)

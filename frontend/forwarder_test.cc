@@ -293,14 +293,52 @@ TEST_P(ForwarderTest, DirectoryGetattrIsAnsweredOnceFromTheCache) {
   EXPECT_EQ(Accept(second).kind, Verdict::Kind::kForward);
 }
 
-TEST_P(ForwarderTest, GetattrOfAnOpenHandleGoesToTheServer) {
-  fuse_attr_out cached{};
-  cached.attr_valid = 5;
-  dir_attrs_.Offer(7, cached, fake_now_ns);
-  fuse_getattr_in getattr{};
-  getattr.getattr_flags = FUSE_GETATTR_FH;
-  Delivery delivery = Make(transport(), FUSE_GETATTR, getattr);
-  EXPECT_EQ(Accept(delivery).kind, Verdict::Kind::kForward);
+// Write attrs: a WRITE is sent with a ticket for its record, which answers the file's next
+// GETATTR (through its handle too) unless the file or a name changed after the WRITE was sent.
+TEST_P(ForwarderTest, AFilesStatAfterItsWriteIsAnsweredFromTheWritesRecord) {
+  fuse_attr_out written{};
+  written.attr_valid = 60;
+  written.attr.ino = 7;
+  written.attr.size = 5;
+  fuse_getattr_in fstat_in{};
+  fstat_in.getattr_flags = FUSE_GETATTR_FH;
+  auto write_sent = [&]() -> PendingReply {
+    fuse_write_in write{};
+    write.size = 5;
+    Delivery delivery = Make(transport(), FUSE_WRITE, write, "hello");
+    channel_.submitted.clear();
+    EXPECT_EQ(AcceptAndForward(delivery).kind, Verdict::Kind::kForward);
+    EXPECT_EQ(channel_.submitted.size(), 1u);
+    return channel_.submitted.empty() ? PendingReply{} : channel_.submitted.back().reply;
+  };
+  PendingReply sent = write_sent();
+  EXPECT_TRUE(sent.write_record);
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);  // its answer arrived
+  channel_.submitted.clear();
+  Delivery stat = Make(transport(), FUSE_GETATTR, fstat_in);
+  Verdict verdict = Accept(stat);
+  ExpectAnswer(verdict, 0, ReplyOrigin::kLocal);
+  fuse_attr_out answered;
+  std::memcpy(&answered, stat.body(), sizeof(answered));
+  EXPECT_EQ(answered.attr.size, 5u);
+
+  // A truncate sent before the write's answer came: the record is refused.
+  sent = write_sent();
+  fuse_setattr_in truncate{};
+  truncate.valid = FATTR_SIZE;
+  Delivery setattr = Make(transport(), FUSE_SETATTR, truncate);
+  EXPECT_EQ(AcceptAndForward(setattr).kind, Verdict::Kind::kForward);
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);
+  Delivery again = Make(transport(), FUSE_GETATTR, fstat_in);
+  EXPECT_EQ(Accept(again).kind, Verdict::Kind::kForward);
+
+  // An unlink of some name (this file's, maybe) drops a record already held.
+  sent = write_sent();
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);
+  Delivery unlink = MakeBare(transport(), FUSE_UNLINK, std::string_view("f\0", 2));
+  EXPECT_EQ(AcceptAndForward(unlink).kind, Verdict::Kind::kForward);
+  Delivery after_unlink = Make(transport(), FUSE_GETATTR, fstat_in);
+  EXPECT_EQ(Accept(after_unlink).kind, Verdict::Kind::kForward);
 }
 
 // async_unlink: an UNLINK in a directory whose attributes the server sent lately is answered at

@@ -54,9 +54,12 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
     if (record.kind == wire::InvalidationKind::kEntry) {
       if (dirs_ != nullptr) dirs_->AddName(record.nodeid, record.name);
       if (kept_ != nullptr) kept_->DropName(record.nodeid, record.name);
+      // The node the name had (unknown here) may have lost a link: no write record of it.
+      if (dir_attrs_ != nullptr) dir_attrs_->NamesChanged();
     } else {
       if (dirs_ != nullptr) dirs_->Drop(record.nodeid);
       if (kept_ != nullptr) kept_->DropNode(record.nodeid);
+      if (dir_attrs_ != nullptr) dir_attrs_->Drop(record.nodeid);  // again when delivered
     }
   }
   bool lost = false;

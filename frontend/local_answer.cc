@@ -76,10 +76,7 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
     }
     case FUSE_GETATTR: {
       if (cache == nullptr) return std::nullopt;
-      fuse_getattr_in in{};
-      if (op_in_size >= sizeof(in)) std::memcpy(&in, op_in, sizeof(in));
-      // fstat() of an open file asks about that handle; only the plain form is for a directory.
-      if (in.getattr_flags & FUSE_GETATTR_FH) return std::nullopt;
+      // Plain or through a file's handle (fstat): a record is the node's, whichever asks.
       std::optional<fuse_attr_out> attr = cache->Take(nodeid, now_ns);
       if (!attr) return std::nullopt;
       std::memcpy(body, &*attr, sizeof(*attr));

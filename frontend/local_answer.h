@@ -6,7 +6,8 @@
 //   trip bought nothing. After the first ENOSYS the kernel stops sending FLUSH on this mount.
 // - GETXATTR of security.capability of a node known to have none (XattrAbsenceCache): ENODATA.
 // - GETATTR of a directory whose post-operation attributes arrived with a create/remove reply
-//   (DirAttrCache): answered from them once.
+//   or a listing, or of a file whose record arrived with its last write (DirAttrCache):
+//   answered from them once.
 // - LOOKUP of a name known absent from a directory this mount knows complete (CompleteDirs): a
 //   negative entry (node id 0), valid for as long as that knowledge holds (at most the entry
 //   lifetime, as the server's own negative entries).

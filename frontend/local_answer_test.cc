@@ -1,5 +1,5 @@
-// What ringfs-mount answers without the server: FLUSH, and a directory's GETATTR right after a
-// create/remove reply brought its attributes (DirAttrCache).
+// What ringfs-mount answers without the server: FLUSH, a directory's GETATTR right after a
+// create/remove reply or a listing brought its attributes, a file's after its write (DirAttrCache).
 #include "frontend/local_answer.h"
 
 #include <gtest/gtest.h>
@@ -67,7 +67,7 @@ TEST(DirAttrCacheTest, StaysBounded) {
 TEST(DirAttrCacheTest, AListingRecordNeverFollowsWhatWasLearnedAfterItWasSent) {
   DirAttrCache cache;
   auto late = [&](const std::function<void()>& learned) {
-    const uint64_t ticket = cache.ListingTicket();
+    const uint64_t ticket = cache.Ticket();
     learned();
     cache.OfferListing(5, Attr(5, 10, 60), ticket, 1);
     return cache.Take(5, 2).has_value();
@@ -84,9 +84,9 @@ TEST(DirAttrCacheTest, AListingRecordNeverFollowsWhatWasLearnedAfterItWasSent) {
   EXPECT_TRUE(late([&] { cache.Drop(5 + 1); })) << "another directory (another stripe)";
   // Sent after: accepted, and an older ctime still never replaces a newer record.
   cache.Offer(5, Attr(5, 30, 60), 0);
-  cache.OfferListing(5, Attr(5, 20, 60), cache.ListingTicket(), 1);
+  cache.OfferListing(5, Attr(5, 20, 60), cache.Ticket(), 1);
   EXPECT_EQ(cache.Take(5, 2)->attr.ctime, 30u);
-  cache.OfferListing(5, Attr(5, 30, 60), cache.ListingTicket(), 1);
+  cache.OfferListing(5, Attr(5, 30, 60), cache.Ticket(), 1);
   EXPECT_TRUE(cache.Take(5, 2).has_value()) << "same ctime, later atime";
 }
 
@@ -94,14 +94,71 @@ TEST(DirAttrCacheTest, AListingRecordNeverFollowsWhatWasLearnedAfterItWasSent) {
 // answer keeps the attributes' own lifetime.
 TEST(DirAttrCacheTest, AListingRecordIsKeptBrieflyAndAnswersForItsLifetime) {
   DirAttrCache cache;
-  cache.OfferListing(5, Attr(5, 10, 60), cache.ListingTicket(), 0);
+  cache.OfferListing(5, Attr(5, 10, 60), cache.Ticket(), 0);
   auto answer = cache.Take(5, kSec / 2);
   ASSERT_TRUE(answer.has_value());
   EXPECT_EQ(answer->attr_valid, 59u);
-  cache.OfferListing(5, Attr(5, 10, 60), cache.ListingTicket(), 0);
+  cache.OfferListing(5, Attr(5, 10, 60), cache.Ticket(), 0);
   EXPECT_FALSE(cache.Take(5, kSec).has_value());
   cache.Offer(6, Attr(6, 10, 60), 0);
   EXPECT_TRUE(cache.Take(6, 2 * kSec).has_value()) << "a change's record lives its lifetime";
+}
+
+fuse_attr_out Written(uint64_t ino, uint64_t ctime, uint64_t size) {
+  fuse_attr_out out = Attr(ino, ctime, 60);
+  out.attr.size = size;
+  return out;
+}
+
+// A write's record (write attrs): the file as the server saw it after that write. Writes of one
+// file may be answered out of order; whatever else changes the file, or a name, goes first.
+TEST(DirAttrCacheTest, AWriteRecordIsTheFilesLatestStateOrNothing) {
+  DirAttrCache cache;
+  // Two writes in flight, answered in the other order: the later state stays, also when the
+  // change times tie (a coarse clock) and only the size tells.
+  uint64_t ticket = cache.Ticket();
+  cache.OfferWrite(7, Written(7, 20, 200), ticket, 1);
+  cache.OfferWrite(7, Written(7, 10, 100), ticket, 1);
+  EXPECT_EQ(cache.Take(7, 2)->attr.size, 200u);
+  ticket = cache.Ticket();
+  cache.OfferWrite(7, Written(7, 20, 300), ticket, 3);
+  cache.OfferWrite(7, Written(7, 20, 250), ticket, 3);
+  EXPECT_EQ(cache.Take(7, 4)->attr.size, 300u);
+
+  auto late = [&](const std::function<void()>& learned) {
+    const uint64_t sent = cache.Ticket();
+    learned();
+    cache.OfferWrite(7, Written(7, 30, 400), sent, 5);
+    return cache.Take(7, 6).has_value();
+  };
+  EXPECT_TRUE(late([] {})) << "nothing learned meanwhile";
+  EXPECT_FALSE(late([&] { cache.Drop(7); })) << "a truncate or chmod sent, an invalidation";
+  EXPECT_FALSE(late([&] { cache.NamesChanged(); })) << "an unlink or rename of some name";
+  EXPECT_FALSE(late([&] { cache.Take(7, 5); })) << "a GETATTR that went to the server";
+  EXPECT_FALSE(late([&] { cache.Reset(); })) << "a reset";
+  EXPECT_TRUE(late([&] { cache.Drop(7 + 1); })) << "another file (another stripe)";
+
+  // Held records go with a name change; a directory's change record stays.
+  cache.Offer(2, Attr(2, 50, 60), 5);
+  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), 5);
+  cache.NamesChanged();
+  EXPECT_FALSE(cache.Take(7, 6).has_value());
+  EXPECT_TRUE(cache.Take(2, 6).has_value());
+  // Kept a second at most, answered for the attributes' lifetime.
+  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), 0);
+  EXPECT_FALSE(cache.Take(7, kSec).has_value());
+}
+
+// A tar leaves one write record per file that no stat takes: when the cache is full they go
+// before the records of directories' changes.
+TEST(DirAttrCacheTest, UnusedWriteRecordsMakeRoomBeforeChanges) {
+  DirAttrCache cache(/*max_entries=*/8);
+  cache.Offer(2, Attr(2, 10, 60), 0);
+  for (uint64_t i = 0; i < 20; ++i)
+    cache.OfferWrite(100 + i, Written(100 + i, 10, 1), cache.Ticket(), 0);
+  EXPECT_LE(cache.size(), 8u);
+  EXPECT_TRUE(cache.Take(2, 1).has_value());
+  EXPECT_TRUE(cache.Take(119, 1).has_value()) << "the newest write record is there";
 }
 
 TEST(LocalAnswerTest, FlushIsRefusedSoTheKernelStopsSendingIt) {
@@ -125,13 +182,16 @@ TEST(LocalAnswerTest, GetattrComesFromThePostOpSnapshotOnce) {
   EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1).has_value());
 }
 
-TEST(LocalAnswerTest, GetattrOfAnOpenHandleGoesToTheServer) {
+// fstat() of a written file asks through its handle: the record is the node's all the same.
+TEST(LocalAnswerTest, GetattrThroughAnOpenHandleIsAnsweredFromTheRecordToo) {
   DirAttrCache cache;
-  cache.Offer(9, Attr(9, 77), 0);
+  cache.OfferWrite(9, Attr(9, 77, 60), cache.Ticket(), 0);
   fuse_getattr_in in{};
   in.getattr_flags = FUSE_GETATTR_FH;
   fuse_attr_out body{};
-  EXPECT_FALSE(AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1).has_value());
+  auto answer = AnswerLocally(FUSE_GETATTR, 9, &in, sizeof(in), {}, LocalCaches{&cache}, &body, 1);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(body.attr.ctime, 77u);
 }
 
 TEST(LocalAnswerTest, SetattrAndXattrChangesDropTheSnapshot) {

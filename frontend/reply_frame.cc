@@ -22,34 +22,32 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
   return body / sizeof(wire::NodeHandleRecord);
 }
 
-long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
-                         bool empty_dir_hints_on, bool listing_attrs_on) {
-  if (listing_attrs_on && wire::IsListing(expect.opcode)) {
-    constexpr size_t kRecord = sizeof(wire::DirAttrTrailer);
-    if (body < kRecord || body - kRecord > expect.max_body) return -1;
+long DirAttrTrailerBytes(const PendingReply& expect, size_t body, const TrailerRules& rules) {
+  constexpr size_t kRecord = sizeof(wire::DirAttrTrailer);
+  if ((rules.listing_attrs && wire::IsListing(expect.opcode)) ||
+      (rules.write_attrs && wire::IsWrite(expect.opcode))) {
+    if (body < kRecord || body - kRecord > expect.max_body || body - kRecord < expect.min_body) {
+      return -1;
+    }
     return static_cast<long>(kRecord);
   }
   if (body >= expect.min_body && body <= expect.max_body) return 0;
   // Only fixed-size replies carry trailers, so the plain body ends at max_body.
-  if (!dir_attrs_on || !wire::CarriesDirAttrs(expect.opcode, empty_dir_hints_on) ||
+  if (!rules.dir_attrs || !wire::CarriesDirAttrs(expect.opcode, rules.empty_dir_hints) ||
       body < expect.max_body) {
     return -1;
   }
   size_t extra = body - expect.max_body;
   const size_t most = expect.opcode == FUSE_LOOKUP ? 1 : wire::kMaxDirAttrTrailers;
-  if (extra % sizeof(wire::DirAttrTrailer) != 0 || extra > most * sizeof(wire::DirAttrTrailer)) {
-    return -1;
-  }
+  if (extra % kRecord != 0 || extra > most * kRecord) return -1;
   return static_cast<long>(extra);
 }
 
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on, bool empty_dir_hints_on, bool listing_attrs_on) {
+                const TrailerRules& rules) {
   if (header.error > 0 || header.error <= -512) return false;
   if (header.error != 0) return body == 0;
-  return DirAttrTrailerBytes(expect, body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on) >=
-             0 &&
-         body <= expect.capacity;
+  return DirAttrTrailerBytes(expect, body, rules) >= 0 && body <= expect.capacity;
 }
 
 }  // namespace ringfs::frontend

@@ -27,8 +27,11 @@ struct PendingReply {
   // Never sent: answered by the channel itself once `gate` has passed (a FLUSH waiting for the
   // file's early writes, AsyncRemovals::WriteGate).
   bool local = false;
-  // READDIR/READDIRPLUS: DirAttrCache::ListingTicket before it was sent (listing attrs).
-  uint64_t listing_ticket = 0;
+  // READDIR/READDIRPLUS (listing attrs) and WRITE (write attrs): DirAttrCache::Ticket before it
+  // was sent.
+  uint64_t record_ticket = 0;
+  // A WRITE whose record may answer a GETATTR (not one answered early: AcceptWithWrites).
+  bool write_record = false;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the
@@ -39,18 +42,26 @@ std::optional<size_t> ReplyBodyBytes(const fuse_out_header& header);
 // carries, or 0 when it is no valid node-handle notification on this connection.
 size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node_handles_on);
 
+// Which records the connection negotiated (common/dir_attrs.h).
+struct TrailerRules {
+  bool dir_attrs = false;        // changes of directories carry their records
+  bool empty_dir_hints = false;  // ... and a negative LOOKUP may carry its directory's
+  bool listing_attrs = false;    // one record ends every READDIR/READDIRPLUS success
+  bool write_attrs = false;      // one record ends every WRITE success
+};
+
 // Bytes of dir-attr trailers at the end of a success body of `body` bytes answering `expect`:
 // 0 when the body fits the request as it is, -1 when it fits neither the request nor the
 // request's fixed reply followed by 1..kMaxDirAttrTrailers trailers (only where negotiated and
 // the opcode changes a directory), or, with empty-dir hints also negotiated, a LOOKUP's entry
 // followed by one trailer. With listing attrs negotiated, a READDIR/READDIRPLUS success body is
-// a listing of at most max_body bytes followed by exactly one trailer, which is not optional.
-long DirAttrTrailerBytes(const PendingReply& expect, size_t body, bool dir_attrs_on,
-                         bool empty_dir_hints_on = false, bool listing_attrs_on = false);
+// a listing of at most max_body bytes followed by exactly one trailer, which is not optional;
+// with write attrs, a WRITE's success body is its fuse_write_out followed by exactly one.
+long DirAttrTrailerBytes(const PendingReply& expect, size_t body, const TrailerRules& rules);
 
 // Whether a reply to `expect` (unique != 0) may be delivered: an errno 1..511 without a body,
 // or success with a body the request allows, trailers included, that fits its buffer.
 bool ValidReply(const PendingReply& expect, const fuse_out_header& header, size_t body,
-                bool dir_attrs_on, bool empty_dir_hints_on = false, bool listing_attrs_on = false);
+                const TrailerRules& rules);
 
 }  // namespace ringfs::frontend

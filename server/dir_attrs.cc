@@ -20,13 +20,17 @@
 namespace ringfs::server {
 namespace {
 
-void PutTrailer(const OpContext& ctx, uint64_t nodeid, int fd, ReplyBody& body) {
+void PutTrailer(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody& body) {
   absl::StatusOr<struct stat> st = StatFd(fd);
   if (!st.ok()) return;
   wire::DirAttrTrailer trailer;
   trailer.nodeid = nodeid;
-  trailer.attr = ToAttrOut(*st, ctx.times);
+  trailer.attr = ToAttrOut(*st, times);
   body.Put(trailer);
+}
+
+void PutTrailer(const OpContext& ctx, uint64_t nodeid, int fd, ReplyBody& body) {
+  PutTrailer(ctx.times, nodeid, fd, body);
 }
 
 void AppendOne(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
@@ -85,10 +89,16 @@ bool EmptyWithExactNames(int fd) {
   return !(ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0 && (flags & FS_CASEFOLD_FL) != 0);
 }
 
-void AppendListingAttrs(const OpContext& ctx, uint64_t dir, ReplyBody& body) {
+void AppendOneRecord(const OpContext& ctx, uint64_t nodeid, ReplyBody& body) {
   const size_t before = body.size();
-  AppendOne(ctx, dir, body);
+  AppendOne(ctx, nodeid, body);
   if (body.size() == before) body.Put(wire::DirAttrTrailer{});  // the client counts on one
+}
+
+void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody& body) {
+  const size_t before = body.size();
+  PutTrailer(times, nodeid, fd, body);
+  if (body.size() == before) body.Put(wire::DirAttrTrailer{});
 }
 
 void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body) {

@@ -15,13 +15,17 @@ constexpr size_t DirAttrsCapacity() {
   return wire::kMaxDirAttrTrailers * sizeof(wire::DirAttrTrailer);
 }
 
-// Extra reply capacity a READDIR/READDIRPLUS with listing attrs needs, on top of read_in.size.
-constexpr size_t ListingAttrsCapacity() { return sizeof(wire::DirAttrTrailer); }
+// Extra reply capacity of a reply that ends with one record: a READDIR/READDIRPLUS with listing
+// attrs (on top of read_in.size), a WRITE with write attrs.
+constexpr size_t OneRecordCapacity() { return sizeof(wire::DirAttrTrailer); }
 
-// Appends the one record a listing reply ends with (common/dir_attrs.h): directory `dir` as it
-// is now, after the listing read it, or a zero record when it cannot be stat'ed.
-// REQUIRES: body has ListingAttrsCapacity() bytes spare.
-void AppendListingAttrs(const OpContext& ctx, uint64_t dir, ReplyBody& body);
+// Appends the one record a listing or write reply ends with (common/dir_attrs.h): node `nodeid`
+// as it is now, after the listing or write, or a zero record when it cannot be stat'ed.
+// REQUIRES: body has OneRecordCapacity() bytes spare.
+void AppendOneRecord(const OpContext& ctx, uint64_t nodeid, ReplyBody& body);
+// The same, stat'ing `fd` (open on node `nodeid`): for a write that completed on the worker's
+// ring, after the request's context is gone.
+void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody& body);
 
 // Stats the directories `request` changed and appends one trailer for each that can still be
 // stat'ed; for MKDIR also one for the new directory when it is still empty (wire_format.md,

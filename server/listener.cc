@@ -272,6 +272,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
                             reply.invalidations());
   reply.set_listing_attrs(hello.want_listing_attrs() && reply.dir_attrs());
+  reply.set_write_attrs(hello.want_write_attrs() && reply.dir_attrs());
   // Every client's handle table keeps bit 63 clear and fh 0 lists by node: nothing to set up.
   reply.set_handleless_listings(hello.want_handleless_listings());
   absl::Status sent = channel->Send(reply);
@@ -315,6 +316,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.invalidations = reply.invalidations();
   setup.empty_dir_hints = reply.empty_dir_hints();
   setup.listing_attrs = reply.listing_attrs();
+  setup.write_attrs = reply.write_attrs();
   if (setup.invalidations) setup.times.negative_entry_ns = setup.times.entry_ns;
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;

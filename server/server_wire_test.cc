@@ -1137,6 +1137,72 @@ TEST_F(WireTest, AListingEndsWithItsDirectorysAttributesWhenAsked) {
   }
 }
 
+// Write attrs (common/dir_attrs.h): every WRITE answer, small (written inline) or large (on the
+// worker's ring), ends with exactly one record of the file as it is after the write; errors
+// carry none; not granted without dir attrs, never sent unasked.
+TEST_F(WireTest, AWriteEndsWithItsFilesAttributesWhenAsked) {
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  hello.set_want_write_attrs(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_TRUE(accepted.write_attrs());
+  TestClient& client = **connected;
+  fuse_create_in create{};
+  create.flags = O_WRONLY | O_CREAT;
+  create.mode = S_IFREG | 0644;
+  Reply r = Call(client, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("w")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_out open;
+  std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+  uint64_t offset = 0;
+  for (size_t size : {size_t{10}, size_t{200'000}, size_t{3}}) {
+    const std::string data(size, 'w');
+    r = Call(client, Frame(FUSE_WRITE, ++unique_, node, WriteIn(open.fh, offset, data)));
+    offset += size;
+    ASSERT_EQ(r.header.error, 0);
+    ASSERT_EQ(r.body.size(), sizeof(fuse_write_out) + sizeof(wire::DirAttrTrailer)) << size;
+    EXPECT_EQ(r.As<fuse_write_out>().size, size);
+    auto trailers = Trailers(r, sizeof(fuse_write_out));
+    ASSERT_EQ(trailers.size(), 1u);
+    EXPECT_EQ(trailers[0].nodeid, node);
+    struct stat st {};
+    ASSERT_EQ(stat(export_.Join("w").c_str(), &st), 0);
+    EXPECT_EQ(trailers[0].attr.attr.ino, st.st_ino);
+    EXPECT_EQ(trailers[0].attr.attr.size, offset) << "the size after this write";
+    EXPECT_EQ(trailers[0].attr.attr.mtime, static_cast<uint64_t>(st.st_mtim.tv_sec));
+    EXPECT_EQ(trailers[0].attr.attr.mtimensec, static_cast<uint32_t>(st.st_mtim.tv_nsec));
+    EXPECT_EQ(trailers[0].attr.attr.ctime, static_cast<uint64_t>(st.st_ctim.tv_sec));
+    EXPECT_EQ(trailers[0].attr.attr.ctimensec, static_cast<uint32_t>(st.st_ctim.tv_nsec));
+    EXPECT_GT(trailers[0].attr.attr_valid + trailers[0].attr.attr_valid_nsec, 0u);
+  }
+  r = Call(client, Frame(FUSE_WRITE, ++unique_, node, WriteIn(open.fh + 1000, 0, "x")));
+  EXPECT_LT(r.header.error, 0);
+  EXPECT_TRUE(r.body.empty()) << "an error carries no record";
+
+  for (bool dir_attrs : {false, true}) {
+    wire::ClientHello other = DefaultHello();
+    other.set_want_dir_attrs(dir_attrs);
+    other.set_want_write_attrs(!dir_attrs);
+    auto plain = TestClient::Connect(address_, other, &accepted);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(accepted.write_attrs());
+    r = Call(**plain, Frame(FUSE_CREATE, ++unique_, 1,
+                            Bytes(create) + CName("p" + std::to_string(dir_attrs))));
+    ASSERT_EQ(r.header.error, 0);
+    std::memcpy(&open, r.body.data() + sizeof(fuse_entry_out), sizeof(open));
+    const uint64_t plain_node = r.As<fuse_entry_out>().nodeid;
+    for (size_t size : {size_t{10}, size_t{200'000}}) {
+      r = Call(**plain, Frame(FUSE_WRITE, ++unique_, plain_node,
+                              WriteIn(open.fh, 0, std::string(size, 'p'))));
+      ASSERT_EQ(r.header.error, 0);
+      EXPECT_EQ(r.body.size(), sizeof(fuse_write_out));
+    }
+  }
+}
+
 // Handle-less listings (wire_format.md): READDIR/READDIRPLUS with fh 0 list the request's node
 // from the export's own cookies, under the caller's credentials, and FSYNCDIR with fh 0 syncs
 // it; the server never hands out an fh with bit 63 set (the client's own handles).

@@ -119,6 +119,7 @@ struct Worker::IoRequest {
   Connection* conn = nullptr;
   uint64_t unique = 0;
   uint32_t opcode = 0;
+  uint64_t nodeid = 0;
   uint64_t start_ns = 0;
   AsyncIo io;
   Buffer* reply = nullptr;
@@ -767,16 +768,19 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   SetInflight(c, c->inflight + 1);
   const bool dir_attrs =
       c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode, c->setup.empty_dir_hints);
-  const bool listing_attrs = c->setup.listing_attrs && wire::IsListing(request->opcode);
+  // Listings and writes end with one record of their node when negotiated.
+  const bool one_record = (c->setup.listing_attrs && wire::IsListing(request->opcode)) ||
+                          (c->setup.write_attrs && wire::IsWrite(request->opcode));
   const size_t capacity = request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
-  Buffer* reply = pool_.Get(kOutHeader + capacity + (listing_attrs ? ListingAttrsCapacity() : 0));
+  Buffer* reply = pool_.Get(kOutHeader + capacity + (one_record ? OneRecordCapacity() : 0));
   // The listing fills at most `capacity` (read_in.size): its record comes on top.
   ReplyBody body(reply->data.get() + kOutHeader, capacity);
   Outcome outcome = executor_.Execute(ctx, *request, body);
   if (dir_attrs && outcome.status.ok()) AppendDirAttrs(ctx, *request, body);
-  if (listing_attrs && outcome.status.ok()) {
-    body.Grow(ListingAttrsCapacity());
-    AppendListingAttrs(ctx, request->nodeid, body);
+  // A write on the ring gets its record when it completes (OnIo).
+  if (one_record && outcome.status.ok() && !outcome.io.has_value()) {
+    body.Grow(OneRecordCapacity());
+    AppendOneRecord(ctx, request->nodeid, body);
   }
   // A failed request hands out no id: its new nodes are not announced.
   if (ctx.node_handles != nullptr && !node_notes_.records.empty() && outcome.status.ok()) {
@@ -846,6 +850,7 @@ void Worker::StartIo(Connection* c, const Request& request, uint64_t start_ns, A
   r->record = record;
   r->unique = request.unique;
   r->opcode = request.opcode;
+  r->nodeid = request.nodeid;
   r->start_ns = start_ns;
   r->reply = reply;
   r->frame = owned;
@@ -885,6 +890,10 @@ void Worker::OnIo(IoRequest* r, int result) {
   size_t capacity = r->io.kind == AsyncIo::Kind::kRead ? r->io.length : reply->capacity - kOutHeader;
   ReplyBody body(reply->data.get() + kOutHeader, capacity);
   absl::Status status = Executor::CompleteIo(r->io, result, body);
+  if (status.ok() && c->setup.write_attrs && r->io.kind == AsyncIo::Kind::kWrite) {
+    // The file after this write (common/dir_attrs.h); the buffer has room (HandleFrame).
+    AppendOneRecord(c->setup.times, r->nodeid, r->io.handle->fd.get(), body);
+  }
   if (status.ok()) Publish(c, r->changes);
   r->changes.clear();
   FinishReply(c, reply, r->unique, status, body.size(), r->opcode, r->start_ns, r->record);

@@ -65,6 +65,8 @@ struct ConnectionSetup {
   bool empty_dir_hints = false;
   // READDIR/READDIRPLUS replies end with the listed directory's record (common/dir_attrs.h).
   bool listing_attrs = false;
+  // WRITE replies end with the written file's record (common/dir_attrs.h).
+  bool write_attrs = false;
   // The client's name (authenticated when the server requires a secret; server/authenticator.h).
   std::string client_name;
   // What this session's client may do (squash, ro): the client's entry in the clients file, or

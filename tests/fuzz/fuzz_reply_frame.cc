@@ -48,6 +48,11 @@ void Run(const uint8_t* data, size_t size) {
   const bool invalidations_on = (flags & 4) != 0;
   const bool empty_dir_hints_on = (flags & 8) != 0;
   const bool listing_attrs_on = (flags & 16) != 0;
+  const bool write_attrs_on = (flags & 32) != 0;
+  const TrailerRules rules{.dir_attrs = dir_attrs_on,
+                           .empty_dir_hints = empty_dir_hints_on,
+                           .listing_attrs = listing_attrs_on,
+                           .write_attrs = write_attrs_on};
   std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
   if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
   fuzz::ExactCopy op_in(nullptr, 0);
@@ -113,7 +118,7 @@ void Run(const uint8_t* data, size_t size) {
       std::memcpy(notify.data(), bytes.data(), *body);
       continue;
     }
-    if (!ValidReply(expect, header, *body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on)) {
+    if (!ValidReply(expect, header, *body, rules)) {
       return;
     }
     if (header.error != 0) {
@@ -121,12 +126,12 @@ void Run(const uint8_t* data, size_t size) {
       continue;
     }
     FUZZ_CHECK(*body <= expect.capacity);
-    long extra =
-        DirAttrTrailerBytes(expect, *body, dir_attrs_on, empty_dir_hints_on, listing_attrs_on);
+    long extra = DirAttrTrailerBytes(expect, *body, rules);
     FUZZ_CHECK(extra >= 0 && static_cast<size_t>(extra) <= *body);
     const size_t plain = *body - static_cast<size_t>(extra);
     FUZZ_CHECK(plain >= expect.min_body && plain <= expect.max_body);
-    if (listing_attrs_on && wire::IsListing(opcode)) {
+    if ((listing_attrs_on && wire::IsListing(opcode)) ||
+        (write_attrs_on && wire::IsWrite(opcode))) {
       // Never optional: a listing without its record would pass bytes of names as one.
       FUZZ_CHECK(extra == sizeof(wire::DirAttrTrailer));
     } else if (extra > 0) {

@@ -364,6 +364,30 @@ TEST_P(CoherenceTest, ADirectoryListedThroughOneMountShowsChangesMadeThroughTheO
   Report();
 }
 
+// Write attrs: A's writes leave A a record of the file, kept for A's next stat (a second at
+// most). B's changes of the file after them must be what that stat shows, at once: the
+// invalidation B's change pushes to A drops A's record before the kernel hears of it.
+TEST_P(CoherenceTest, AFileWrittenThroughOneMountShowsChangesMadeThroughTheOther) {
+  ASSERT_TRUE(WriteFile(A("w"), "a"));
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_TRUE(WriteFile(A("w"), std::string(100 + round, 'a')));  // no stat: A holds its record
+    ASSERT_TRUE(WriteFile(B("w"), std::string(5000 + round, 'b'), O_APPEND));
+    const Stat exported = StatOf(env_->Exp("w"));
+    ASSERT_EQ(exported.size, 5100 + 2 * round);
+    const auto latency = WaitSeen([&] {
+      const Stat seen = StatOf(A("w"));
+      return seen.size == exported.size && seen.mtime_ns == exported.mtime_ns;
+    });
+    Note("written-file", latency);
+    // The record lives a second: a stat answered from it would have held this long.
+    EXPECT_LT(latency.count(), 500'000) << "round " << round;
+    ASSERT_TRUE(WriteFile(A("w"), "x", O_TRUNC));
+    ASSERT_EQ(chmod(B("w").c_str(), 0600 + round), 0);
+    Note("written-file-chmod", WaitSeen([&] { return StatOf(A("w")).mode == 0600u + round; }));
+  }
+  Report();
+}
+
 // B made the directory, so B answers LOOKUPs of names absent from it itself
 // (frontend/complete_dirs.h). Names made in it through A, and on the export directly, must still
 // be found through B: each pushed entry invalidation sends that name's next LOOKUP to the server.
