@@ -1800,8 +1800,16 @@ size_t BackendChannel::TakeTrailers() {
     if (wire::IsWrite(r.header.opcode)) {
       // The file after this write: answers the GETATTR the kernel sends after writes (they
       // voided its size and times), unless something newer was learned since it was sent.
-      if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record) {
+      // Not while early unlinks are owed: one may be of this file, and the server ran this
+      // write before it (an unlink detached later drops the record: NamesChanged).
+      const bool unlinks_owed =
+          config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
+      if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record &&
+          !unlinks_owed) {
         config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket, now_ns);
+      } else {
+        // A later write without a usable record: an older one must not answer for it.
+        config_.dir_attrs->Drop(r.header.nodeid);
       }
       continue;
     }
