@@ -93,7 +93,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
                                  config.notifier != nullptr);
   hello.set_want_listing_attrs(config.dir_attrs != nullptr);
-  hello.set_want_write_attrs(config.dir_attrs != nullptr);
+  hello.set_want_write_attrs(config.dir_attrs != nullptr && config.write_attrs);
   hello.set_want_handleless_listings(config.local_dirs != nullptr);
   return hello;
 }
@@ -135,7 +135,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.empty_dir_hints = session.dir_attrs && session.invalidations &&
                             config.dirs != nullptr && reply.empty_dir_hints();
   session.listing_attrs = session.dir_attrs && reply.listing_attrs();
-  session.write_attrs = session.dir_attrs && reply.write_attrs();
+  session.write_attrs = session.dir_attrs && config.write_attrs && reply.write_attrs();
   session.handleless_listings = config.local_dirs != nullptr && reply.handleless_listings();
   return session;
 }
@@ -1245,6 +1245,12 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
   }
   if (config_.xattrs != nullptr && origin == ReplyOrigin::kServer) NoteXattrReply(r, error, body);
   r.xattr_ticket = 0;
+  if (r.reply.write_record && (error != 0 || origin != ReplyOrigin::kServer)) {
+    // A write that failed, or whose answer never came (deadline, interrupt, lost connection),
+    // may still have changed the file at the server: an older write's record must not answer
+    // for it (a successful answer without its record drops it in TakeTrailers).
+    config_.dir_attrs->Drop(r.header.nodeid);
+  }
   if (r.change) {
     // Settled when the server answered or never had it; otherwise it may still run there.
     if (origin == ReplyOrigin::kServer || !r.reached) {
@@ -1806,7 +1812,8 @@ size_t BackendChannel::TakeTrailers() {
           config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
       if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record &&
           !unlinks_owed) {
-        config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket, now_ns);
+        config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket,
+                                      reply.record_reads, now_ns);
       } else {
         // A later write without a usable record: an older one must not answer for it.
         config_.dir_attrs->Drop(r.header.nodeid);

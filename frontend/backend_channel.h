@@ -73,6 +73,8 @@ struct BackendConfig {
   std::chrono::milliseconds request_timeout{60000};
   // Where post-operation directory attributes go (common/dir_attrs.h); null: not asked for.
   DirAttrCache* dir_attrs = nullptr;
+  // With dir_attrs: also ask for each WRITE's file after the write (write attrs).
+  bool write_attrs = true;
   // Interrupts posted by the /dev/fuse readers; null: interrupts are not honoured.
   InterruptBoard* interrupts = nullptr;
   // What the kernel holds, for reclaim on a new server instance; null: not asked for (node

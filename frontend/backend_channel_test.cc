@@ -87,6 +87,7 @@ class ScriptedServer {
       reply.set_dir_attrs(hello.want_dir_attrs());
       reply.set_invalidations(hello.want_invalidations());
       reply.set_empty_dir_hints(hello.want_empty_dir_hints());
+      reply.set_write_attrs(hello.want_dir_attrs() && hello.want_write_attrs());
       // Every connection reaches a new instance (as if the server restarted in between), unless
       // the test says the server lives on.
       reply.set_instance_id(same_instance_ ? 1000 : ++instances_);
@@ -182,6 +183,29 @@ class Harness : public ReplySink {
     char* body = reply_over_payload ? payloads_[slot].data() : buffers_[slot].data();
     PendingReply reply{slot, opcode, body, size_t{2} << 20, min, max, gate};
     iovec part{payloads_[slot].data(), payload_size};
+    channel_->Submit(reply, in, &part, 1, MonotonicNs());
+  }
+  // A WRITE of 4 bytes to `nodeid` whose answer may bring the file's record (write attrs), as
+  // Forwarder::Forward sends it.
+  void SendWrite(uint32_t slot, uint64_t unique, uint64_t nodeid, DirAttrCache& cache) {
+    fuse_in_header in{};
+    in.opcode = FUSE_WRITE;
+    in.unique = unique;
+    in.nodeid = nodeid;
+    buffers_[slot].assign(4096, 0);
+    fuse_write_in write{};
+    write.size = 4;
+    payloads_[slot] = std::string(reinterpret_cast<const char*>(&write), sizeof(write)) + "data";
+    PendingReply reply{slot,
+                       FUSE_WRITE,
+                       buffers_[slot].data(),
+                       4096,
+                       sizeof(fuse_write_out),
+                       sizeof(fuse_write_out)};
+    reply.record_ticket = cache.Ticket();
+    reply.record_reads = cache.Reads(nodeid);
+    reply.write_record = true;
+    iovec part{payloads_[slot].data(), payloads_[slot].size()};
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
   // An UNLINK of `name` in `dir` answered early (AsyncRemovals `seq`): the channel owns it.
@@ -634,6 +658,62 @@ std::string Trailer(uint64_t nodeid, uint64_t ctime) {
   trailer.attr.attr.ctime = ctime;
   trailer.attr.attr.mode = S_IFDIR | 0755;
   return std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+}
+
+std::string Written(uint64_t nodeid, uint64_t ctime, uint64_t size) {
+  fuse_write_out out{};
+  out.size = 4;
+  wire::DirAttrTrailer trailer;
+  trailer.nodeid = nodeid;
+  trailer.attr.attr_valid = 5;
+  trailer.attr.attr.ino = nodeid;
+  trailer.attr.attr.ctime = ctime;
+  trailer.attr.attr.size = size;
+  trailer.attr.attr.mode = S_IFREG | 0644;
+  return std::string(reinterpret_cast<const char*>(&out), sizeof(out)) +
+         std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+}
+
+// A write's record answers the stat after it (write attrs). A write that ends without a record
+// from the server (it failed there, or its answer never came: the deadline, an interrupt) may
+// still have changed the file: the record of the write before it must not answer either.
+TEST(BackendChannelTest, AWriteEndedWithoutItsRecordDropsTheRecordOfTheOneBefore) {
+  std::atomic<bool> release{false};
+  ScriptedServer server([&release](int fd) {
+    WriteReply(fd, ReadRequest(fd).unique, 0, Written(7, 100, 4));
+    WriteReply(fd, ReadRequest(fd).unique, -ENOSPC, "");
+    fuse_in_header silent = ReadRequest(fd);
+    while (!release) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, silent.unique, 0, Written(7, 300, 12));  // late: dropped
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(500));
+  h.WaitConnected();
+  h.SendWrite(0, 1, 7, cache);
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_[0].header.error, 0);
+  EXPECT_EQ(h.answers_[0].body_size, sizeof(fuse_write_out)) << "the record is not the kernel's";
+  std::optional<fuse_attr_out> attr = cache.Take(7, MonotonicNs());
+  ASSERT_TRUE(attr.has_value()) << "a write's own record answers";
+  EXPECT_EQ(attr->attr.size, 4u);
+
+  auto kept_after = [&](uint32_t slot, uint64_t unique) {
+    fuse_attr_out older{};
+    older.attr_valid = 5;
+    older.attr.ino = 7;
+    older.attr.ctime = 150;
+    older.attr.size = 4;
+    cache.OfferWrite(7, older, cache.Ticket(), cache.Reads(7), MonotonicNs());
+    h.SendWrite(slot, unique, 7, cache);
+    h.WaitForAnswers(slot + 1);
+    return cache.Take(7, MonotonicNs()).has_value();
+  };
+  EXPECT_FALSE(kept_after(1, 2)) << "a failed write";
+  EXPECT_EQ(h.answers_[1].header.error, -ENOSPC);
+  EXPECT_FALSE(kept_after(2, 3)) << "a write that ran out of time";
+  EXPECT_EQ(h.answers_[2].origin, ReplyOrigin::kTimeout);
+  release = true;
 }
 
 TEST(BackendChannelTest, DirAttrTrailersAreStrippedAndCached) {

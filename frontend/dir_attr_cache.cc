@@ -41,7 +41,7 @@ void DirAttrCache::OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint
 }
 
 void DirAttrCache::OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket,
-                              uint64_t now_ns) {
+                              uint32_t reads, uint64_t now_ns) {
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   if (valid_ns == 0) return;
   absl::MutexLock lock(&mu_);
@@ -52,11 +52,11 @@ void DirAttrCache::OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64
           std::make_tuple(ChangeTime(it->second.attr.attr), it->second.attr.attr.size)) {
     return;  // an earlier write of the file, answered after a later one
   }
-  InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kWrite);
+  InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kWrite, reads);
 }
 
 void DirAttrCache::InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns,
-                                uint64_t valid_ns, Kind kind) {
+                                uint64_t valid_ns, Kind kind, uint32_t reads) {
   const uint64_t keep_ns =
       now_ns + (kind == Kind::kChange ? valid_ns : std::min(valid_ns, kShortKeepNs));
   auto it = entries_.find(nodeid);
@@ -64,11 +64,11 @@ void DirAttrCache::InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint
     if (ChangeTime(attr.attr) < ChangeTime(it->second.attr.attr)) return;
     write_records_ -= it->second.kind == Kind::kWrite;
     write_records_ += kind == Kind::kWrite;
-    it->second = Entry{attr, now_ns + valid_ns, keep_ns, kind};
+    it->second = Entry{attr, now_ns + valid_ns, keep_ns, kind, reads};
     return;
   }
   if (entries_.size() >= max_entries_) PruneLocked(now_ns);
-  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns, keep_ns, kind});
+  entries_.emplace(nodeid, Entry{attr, now_ns + valid_ns, keep_ns, kind, reads});
   write_records_ += kind == Kind::kWrite;
 }
 
@@ -85,6 +85,7 @@ std::optional<fuse_attr_out> DirAttrCache::Take(uint64_t nodeid, uint64_t now_ns
   write_records_ -= entry.kind == Kind::kWrite;
   entries_.erase(it);
   if (now_ns >= entry.expires_ns || now_ns >= entry.keep_ns) return std::nullopt;
+  if (entry.kind == Kind::kWrite && entry.reads != Reads(nodeid)) return std::nullopt;
   // The kernel may cache the answer only for what is left of the snapshot's lifetime.
   const uint64_t left_ns = entry.expires_ns - now_ns;
   entry.attr.attr_valid = left_ns / kNsPerSec;

@@ -7,6 +7,7 @@
 #include <linux/fuse.h>
 #include <time.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -44,8 +45,15 @@ class DirAttrCache {
   // A WRITE's record of its file (write attrs, common/dir_attrs.h), under the same ticket rule
   // and keep as a listing's, and also refused after NamesChanged. Writes of one file may be
   // answered out of order: a record older than the one held (by change time, then size: a
-  // write never shrinks a file, and the other changes drop the record) is ignored.
-  void OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+  // write never shrinks a file, and the other changes drop the record) is ignored. `reads` is
+  // Reads(nodeid) when the write was sent: a READ sent since (Read) voids the record's atime.
+  void OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint32_t reads,
+                  uint64_t now_ns);
+  // A READ (or a copy's source) of `nodeid` is being sent: under relatime the first read after
+  // a write moves the file's atime, which no write record saw. Lock-free (every READ passes
+  // here): a counter per stripe of node ids, compared when a write record would answer.
+  void Read(uint64_t nodeid) { reads_[StripeOf(nodeid)].fetch_add(1); }
+  uint32_t Reads(uint64_t nodeid) const { return reads_[StripeOf(nodeid)].load(); }
 
   // The attributes of `nodeid` if still valid, and forgets them: each post-op snapshot answers
   // at most one GETATTR, so the kernel's own attr cache stays the only long-lived copy. Called
@@ -78,10 +86,11 @@ class DirAttrCache {
     uint64_t expires_ns;  // the attributes' own lifetime: what an answer may still give
     uint64_t keep_ns;     // until when the entry may answer (listing and write records: sooner)
     Kind kind;
+    uint32_t reads = 0;  // a write record's Reads() when its write was sent
   };
   void PruneLocked(uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void InsertLocked(uint64_t nodeid, const fuse_attr_out& attr, uint64_t now_ns, uint64_t valid_ns,
-                    Kind kind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                    Kind kind, uint32_t reads = 0) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool BelowFloorLocked(uint64_t nodeid, uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Something newer than any listing sent so far is known of `nodeid`.
   void RaiseFloorLocked(uint64_t nodeid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -97,6 +106,7 @@ class DirAttrCache {
   uint64_t global_floor_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_floor_ ABSL_GUARDED_BY(mu_) = 0;  // NamesChanged
   size_t write_records_ ABSL_GUARDED_BY(mu_) = 0;  // entries of Kind::kWrite
+  std::atomic<uint32_t> reads_[kStripes] = {};
 };
 
 }  // namespace ringfs::frontend

@@ -97,6 +97,10 @@ void RecordChanged(const KernelRequest& request, KeptEntries& kept) {
 // count, its change time), and a create without O_EXCL may truncate an existing file.
 void RecordWritesStale(const KernelRequest& request, DirAttrCache& cache) {
   const uint32_t opcode = request.opcode();
+  if (opcode == FUSE_READ) {
+    cache.Read(request.header.nodeid);  // the atime the next stat shows may move
+    return;
+  }
   if (opcode == FUSE_WRITE || !fuse::ChangesSomething(opcode, request.op_in, request.op_in_size)) {
     return;
   }
@@ -119,6 +123,7 @@ void RecordWritesStale(const KernelRequest& request, DirAttrCache& cache) {
       return;
     case FUSE_COPY_FILE_RANGE:
       cache.Drop(request.Struct<fuse_copy_file_range_in>().nodeid_out);
+      cache.Read(request.header.nodeid);  // the source: read, its atime may move
       return;
     default:
       cache.Drop(request.header.nodeid);
@@ -365,6 +370,7 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   if (config_.dir_attrs != nullptr && wire::IsWrite(request.opcode())) {
     // Its record (write attrs) must not follow what is learned after it was sent.
     pending.record_ticket = config_.dir_attrs->Ticket();
+    pending.record_reads = config_.dir_attrs->Reads(request.header.nodeid);
     pending.write_record = true;
   }
   if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {

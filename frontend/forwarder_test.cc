@@ -313,7 +313,8 @@ TEST_P(ForwarderTest, AFilesStatAfterItsWriteIsAnsweredFromTheWritesRecord) {
   };
   PendingReply sent = write_sent();
   EXPECT_TRUE(sent.write_record);
-  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);  // its answer arrived
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, sent.record_reads,
+                        fake_now_ns);  // its answer arrived
   channel_.submitted.clear();
   Delivery stat = Make(transport(), FUSE_GETATTR, fstat_in);
   Verdict verdict = Accept(stat);
@@ -328,13 +329,13 @@ TEST_P(ForwarderTest, AFilesStatAfterItsWriteIsAnsweredFromTheWritesRecord) {
   truncate.valid = FATTR_SIZE;
   Delivery setattr = Make(transport(), FUSE_SETATTR, truncate);
   EXPECT_EQ(AcceptAndForward(setattr).kind, Verdict::Kind::kForward);
-  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, sent.record_reads, fake_now_ns);
   Delivery again = Make(transport(), FUSE_GETATTR, fstat_in);
   EXPECT_EQ(Accept(again).kind, Verdict::Kind::kForward);
 
   // An unlink of some name (this file's, maybe) drops a record already held.
   sent = write_sent();
-  dir_attrs_.OfferWrite(7, written, sent.record_ticket, fake_now_ns);
+  dir_attrs_.OfferWrite(7, written, sent.record_ticket, sent.record_reads, fake_now_ns);
   Delivery unlink = MakeBare(transport(), FUSE_UNLINK, std::string_view("f\0", 2));
   EXPECT_EQ(AcceptAndForward(unlink).kind, Verdict::Kind::kForward);
   Delivery after_unlink = Make(transport(), FUSE_GETATTR, fstat_in);

@@ -117,18 +117,19 @@ TEST(DirAttrCacheTest, AWriteRecordIsTheFilesLatestStateOrNothing) {
   // Two writes in flight, answered in the other order: the later state stays, also when the
   // change times tie (a coarse clock) and only the size tells.
   uint64_t ticket = cache.Ticket();
-  cache.OfferWrite(7, Written(7, 20, 200), ticket, 1);
-  cache.OfferWrite(7, Written(7, 10, 100), ticket, 1);
+  cache.OfferWrite(7, Written(7, 20, 200), ticket, cache.Reads(7), 1);
+  cache.OfferWrite(7, Written(7, 10, 100), ticket, cache.Reads(7), 1);
   EXPECT_EQ(cache.Take(7, 2)->attr.size, 200u);
   ticket = cache.Ticket();
-  cache.OfferWrite(7, Written(7, 20, 300), ticket, 3);
-  cache.OfferWrite(7, Written(7, 20, 250), ticket, 3);
+  cache.OfferWrite(7, Written(7, 20, 300), ticket, cache.Reads(7), 3);
+  cache.OfferWrite(7, Written(7, 20, 250), ticket, cache.Reads(7), 3);
   EXPECT_EQ(cache.Take(7, 4)->attr.size, 300u);
 
   auto late = [&](const std::function<void()>& learned) {
     const uint64_t sent = cache.Ticket();
+    const uint32_t reads = cache.Reads(7);
     learned();
-    cache.OfferWrite(7, Written(7, 30, 400), sent, 5);
+    cache.OfferWrite(7, Written(7, 30, 400), sent, reads, 5);
     return cache.Take(7, 6).has_value();
   };
   EXPECT_TRUE(late([] {})) << "nothing learned meanwhile";
@@ -137,15 +138,21 @@ TEST(DirAttrCacheTest, AWriteRecordIsTheFilesLatestStateOrNothing) {
   EXPECT_FALSE(late([&] { cache.Take(7, 5); })) << "a GETATTR that went to the server";
   EXPECT_FALSE(late([&] { cache.Reset(); })) << "a reset";
   EXPECT_TRUE(late([&] { cache.Drop(7 + 1); })) << "another file (another stripe)";
+  EXPECT_FALSE(late([&] { cache.Read(7); })) << "a READ sent: relatime may move the atime";
+  EXPECT_TRUE(late([&] { cache.Read(7 + 1); })) << "another file read";
+  // A READ sent after the record arrived: the record's atime is older than the file's.
+  cache.OfferWrite(7, Written(7, 35, 450), cache.Ticket(), cache.Reads(7), 5);
+  cache.Read(7);
+  EXPECT_FALSE(cache.Take(7, 6).has_value());
 
   // Held records go with a name change; a directory's change record stays.
   cache.Offer(2, Attr(2, 50, 60), 5);
-  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), 5);
+  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), cache.Reads(7), 5);
   cache.NamesChanged();
   EXPECT_FALSE(cache.Take(7, 6).has_value());
   EXPECT_TRUE(cache.Take(2, 6).has_value());
   // Kept a second at most, answered for the attributes' lifetime.
-  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), 0);
+  cache.OfferWrite(7, Written(7, 40, 500), cache.Ticket(), cache.Reads(7), 0);
   EXPECT_FALSE(cache.Take(7, kSec).has_value());
 }
 
@@ -155,7 +162,7 @@ TEST(DirAttrCacheTest, UnusedWriteRecordsMakeRoomBeforeChanges) {
   DirAttrCache cache(/*max_entries=*/8);
   cache.Offer(2, Attr(2, 10, 60), 0);
   for (uint64_t i = 0; i < 20; ++i)
-    cache.OfferWrite(100 + i, Written(100 + i, 10, 1), cache.Ticket(), 0);
+    cache.OfferWrite(100 + i, Written(100 + i, 10, 1), cache.Ticket(), cache.Reads(100 + i), 0);
   EXPECT_LE(cache.size(), 8u);
   EXPECT_TRUE(cache.Take(2, 1).has_value());
   EXPECT_TRUE(cache.Take(119, 1).has_value()) << "the newest write record is there";
@@ -185,7 +192,7 @@ TEST(LocalAnswerTest, GetattrComesFromThePostOpSnapshotOnce) {
 // fstat() of a written file asks through its handle: the record is the node's all the same.
 TEST(LocalAnswerTest, GetattrThroughAnOpenHandleIsAnsweredFromTheRecordToo) {
   DirAttrCache cache;
-  cache.OfferWrite(9, Attr(9, 77, 60), cache.Ticket(), 0);
+  cache.OfferWrite(9, Attr(9, 77, 60), cache.Ticket(), cache.Reads(9), 0);
   fuse_getattr_in in{};
   in.getattr_flags = FUSE_GETATTR_FH;
   fuse_attr_out body{};

@@ -147,6 +147,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
+  config.write_attrs = options_.write_attrs;
   config.async = async_removals_.get();
   config.request_timeout =
       options_.hard ? std::chrono::milliseconds(0) : options_.request_timeout;

@@ -113,6 +113,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->kept_entries = false;
   } else if (key == "no_handleless_listings") {
     out->handleless_listings = false;
+  } else if (key == "no_write_attrs") {
+    out->write_attrs = false;
   } else if (key == "reset_names") {
     out->reset_names = true;
   } else if (key == "async_unlink") {
@@ -256,6 +258,8 @@ std::string Usage() {
          "         entries of forgotten nodes are kept to answer their next LOOKUP)\n"
          "         no_handleless_listings (opendir and closedir go to the server; default:\n"
          "         answered here, the server lists a directory by its node at each readdir)\n"
+         "         no_write_attrs (the stat after a write goes to the server; default: each\n"
+         "         write's answer brings the file's attributes, which answer it here)\n"
          "         reset_names (after a lost connection also drop cached names; detaches\n"
          "         anything mounted inside this mount, in every mount namespace)\n"
          "         async_unlink (answer unlink before the server ran it, 2x faster; a failure\n"

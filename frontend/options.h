@@ -84,6 +84,9 @@ struct MountOptions {
   // Answer OPENDIR and RELEASEDIR here and list directories by node at the server (handle-less
   // listings, frontend/forwarder.h); no_handleless_listings: every directory is opened there.
   bool handleless_listings = true;
+  // Ask the server for each WRITE's file after the write (write attrs), to answer the stat that
+  // follows; no_write_attrs: every such stat goes to the server. Only with dir attrs.
+  bool write_attrs = true;
   // reset_names: when invalidations may have been lost, also mark every cached name stale
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
   // detaches anything mounted on a directory of this mount, in every mount namespace.

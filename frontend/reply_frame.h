@@ -30,8 +30,10 @@ struct PendingReply {
   // READDIR/READDIRPLUS (listing attrs) and WRITE (write attrs): DirAttrCache::Ticket before it
   // was sent.
   uint64_t record_ticket = 0;
-  // A WRITE whose record may answer a GETATTR (not one answered early: AcceptWithWrites).
+  // A WRITE whose record may answer a GETATTR (not one answered early: AcceptWithWrites), and
+  // DirAttrCache::Reads of its file when it was sent.
   bool write_record = false;
+  uint32_t record_reads = 0;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the
