@@ -959,9 +959,12 @@ void BackendChannel::Fail(std::string_view why, bool clean) {
                   config_.queue, config_.address.text, why, on_wire_);
   shutdown(fd_.get(), SHUT_RDWR);  // completes the outstanding receive and send
   state_ = State::kDraining;
-  // Pushes may be lost from now on: no directory stays known complete, no entry kept.
+  // Pushes may be lost from now on: no directory stays known complete, no entry kept, no
+  // post-op record answers (a write record would otherwise answer the stat after a crash with
+  // the file before it: nothing is sent, so nothing reconnects first).
   if (config_.dirs != nullptr) config_.dirs->Reset();
   if (config_.kept != nullptr) config_.kept->Reset();
+  if (config_.dir_attrs != nullptr) config_.dir_attrs->Reset();
   if (config_.async != nullptr) config_.async->ForgetAll();
   down_since_ns_ = MonotonicNs();
   if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
