@@ -81,16 +81,19 @@ pid_t ForkReader(int fd, int cpu = -1) {
 // at most `limit`. A signal that comes before the call is handled in user space and the read
 // then waits for the stopped server forever: on a loaded 2-CPU machine a caller pinned to a busy
 // CPU was seen still runnable, short of its pread, a whole second after fork.
-bool WaitUntilBlockedInRead(pid_t pid, milliseconds limit) {
+bool WaitUntilBlockedIn(pid_t pid, long syscall, milliseconds limit) {
   auto deadline = Clock::now() + limit;
   while (Clock::now() < deadline) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/syscall");
     long number = -1;
     char state = ProcessState(pid);
-    if ((in >> number) && number == SYS_pread64 && (state == 'S' || state == 'D')) return true;
+    if ((in >> number) && number == syscall && (state == 'S' || state == 'D')) return true;
     std::this_thread::sleep_for(milliseconds(10));
   }
   return false;
+}
+bool WaitUntilBlockedInRead(pid_t pid, milliseconds limit) {
+  return WaitUntilBlockedIn(pid, SYS_pread64, limit);
 }
 
 // Waits for `pid` to exit; nullopt if it is still there after `limit`.
@@ -403,17 +406,8 @@ pid_t ForkWriter(int fd, off_t offset) {
   _exit(n < 0 ? (errno & 0x7f) : 0);
 }
 
-// Waits until `pid` sleeps inside pwrite(2), at most `limit` (see WaitUntilBlockedInRead).
 bool WaitUntilBlockedInWrite(pid_t pid, milliseconds limit) {
-  auto deadline = Clock::now() + limit;
-  while (Clock::now() < deadline) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/syscall");
-    long number = -1;
-    char state = ProcessState(pid);
-    if ((in >> number) && number == SYS_pwrite64 && (state == 'S' || state == 'D')) return true;
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return false;
+  return WaitUntilBlockedIn(pid, SYS_pwrite64, limit);
 }
 
 // What stat(2) reports of `path` that a write record could get wrong, or "<errno N>".
