@@ -436,40 +436,58 @@ bool WaitExportSize(const std::string& path, off_t size) {
 // and the shortest deadline is longer, so a timed-out write finds it gone already. Then a
 // restarted server's export changed behind the mount's back: the lost connection dropped it.
 TEST_P(HardMountTest, AnInterruptedWriteOrARestartLeavesNoStaleWriteRecordBehind) {
-  int fd = ::open(Mnt("grown").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-  ASSERT_GE(fd, 0) << ErrnoName(errno);
-  OpenFds fds;
-  fds.Add(fd);
   const std::string block(4096, 'r');
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(PwriteAll(fd, block.data(), block.size(), i * 4096), 0);
-
-  auto record_taken = Clock::now();
-  ASSERT_TRUE(StopAndWait(env_->server_process()));
-  pid_t writer = ForkWriter(fd, 4 * 4096);
-  EXPECT_TRUE(WaitUntilBlockedInWrite(writer, seconds(10)))
-      << "writer not blocked in its write: state " << ProcessState(writer);
-  ::kill(writer, SIGUSR1);
-  std::optional<int> status = WaitChild(writer, milliseconds(2500));
-  if (!status) ::kill(writer, SIGKILL);
-  env_->server_process()->Signal(SIGCONT);
-  if (!status) status = WaitChild(writer, seconds(10));
-  ASSERT_TRUE(status.has_value()) << "the writer stays blocked";
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR) << DescribeWaitStatus(*status);
-  // The server still runs the abandoned WRITE once it is let go.
-  ASSERT_TRUE(WaitExportSize(Exp("grown"), 5 * 4096)) << StatLine(Exp("grown"));
-  EXPECT_EQ(StatLine(Mnt("grown")), StatLine(Exp("grown"))) << "after an interrupted write";
-  // Past a second the record had expired anyway and the check above proved nothing.
-  EXPECT_LT(Clock::now() - record_taken, milliseconds(900)) << "too slow to test the record";
+  OpenFds fds;
+  int fd = -1;
+  std::string last;  // the file of the last round, written again below
+  // One round: writes hold a record, a further write is interrupted while the server is
+  // stopped and runs once it is let go; the stat must then show that write. Returns how long
+  // after the record it was asked: past a second the record had expired anyway and the round
+  // proved nothing, so a slow round (a loaded machine) is tried again, up to three times.
+  auto round = [&](const std::string& name) -> std::optional<Clock::duration> {
+    last = name;
+    fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    EXPECT_GE(fd, 0) << ErrnoName(errno);
+    if (fd < 0) return std::nullopt;
+    fds.Add(fd);
+    for (int i = 0; i < 4; ++i) {
+      if (PwriteAll(fd, block.data(), block.size(), i * 4096) != 0) return std::nullopt;
+    }
+    auto record_taken = Clock::now();
+    if (!StopAndWait(env_->server_process())) return std::nullopt;
+    pid_t writer = ForkWriter(fd, 4 * 4096);
+    EXPECT_TRUE(WaitUntilBlockedInWrite(writer, seconds(10)))
+        << "writer not blocked in its write: state " << ProcessState(writer);
+    ::kill(writer, SIGUSR1);
+    std::optional<int> status = WaitChild(writer, milliseconds(2500));
+    if (!status) ::kill(writer, SIGKILL);
+    env_->server_process()->Signal(SIGCONT);
+    if (!status) status = WaitChild(writer, seconds(10));
+    EXPECT_TRUE(status.has_value()) << "the writer stays blocked";
+    if (!status) return std::nullopt;
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR) << DescribeWaitStatus(*status);
+    // The server still runs the abandoned WRITE once it is let go.
+    EXPECT_TRUE(WaitExportSize(Exp(name), 5 * 4096)) << StatLine(Exp(name));
+    EXPECT_EQ(StatLine(Mnt(name)), StatLine(Exp(name))) << "after an interrupted write";
+    return Clock::now() - record_taken;
+  };
+  bool proved = false;
+  for (int attempt = 0; attempt < 3 && !proved && !HasFailure(); ++attempt) {
+    std::optional<Clock::duration> took = round("grown" + std::to_string(attempt));
+    ASSERT_TRUE(took.has_value());
+    proved = *took < milliseconds(900);
+  }
+  EXPECT_TRUE(proved) << "three rounds too slow to test the record";
 
   // Writes answered again hold a record; the server then dies and the file changes on the export.
   ASSERT_EQ(PwriteAll(fd, block.data(), block.size(), 5 * 4096), 0) << ErrnoName(errno);
   ASSERT_EQ(PwriteAll(fd, block.data(), block.size(), 6 * 4096), 0) << ErrnoName(errno);
   ASSERT_TRUE(env_->KillServer());
-  ASSERT_EQ(::truncate(Exp("grown").c_str(), 1000), 0) << ErrnoName(errno);
+  ASSERT_EQ(::truncate(Exp(last).c_str(), 1000), 0) << ErrnoName(errno);
   ASSERT_TRUE(env_->RestartServer());
   // Asked at once, before anything reconnects (a GETATTR answered by a record sends nothing):
   // the lost connection dropped the record.
-  EXPECT_EQ(StatLine(Mnt("grown")), StatLine(Exp("grown"))) << "after a server restart";
+  EXPECT_EQ(StatLine(Mnt(last)), StatLine(Exp(last))) << "after a server restart";
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(HardMountTest);
