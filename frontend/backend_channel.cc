@@ -198,6 +198,11 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
 }
 
 BackendChannel::~BackendChannel() {
+  // The caches outlive this channel (a queue taken out of service): what it followed no longer
+  // holds them back.
+  uint64_t unsettled = unsettled_changes_;
+  for (const auto& [unique, dropped] : dropped_) unsettled += dropped.change;
+  if (config_.dir_attrs != nullptr && unsettled != 0) config_.dir_attrs->Settle(unsettled);
   // A receive or send still in the kernel would use our buffers after we are gone: cancel them
   // and wait.
   if (fd_.valid()) shutdown(fd_.get(), SHUT_RDWR);
@@ -275,10 +280,12 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     if (header.opcode == FUSE_LOOKUP && trailers_on_.empty_dir_hints) {
       r.dir_ticket = config_.dirs->LookupTicket();
     }
-    r.change = fuse::ChangesSomething(header.opcode, nparts > 0 ? parts[0].iov_base : nullptr,
-                                      nparts > 0 ? parts[0].iov_len : 0);
-    if (r.change) config_.dirs->BeginChange();
   }
+  // Followed until settled for the caches that a change run late would make wrong.
+  r.change = (config_.dirs != nullptr || config_.dir_attrs != nullptr) &&
+             fuse::ChangesSomething(header.opcode, nparts > 0 ? parts[0].iov_base : nullptr,
+                                    nparts > 0 ? parts[0].iov_len : 0);
+  if (r.change && config_.dirs != nullptr) config_.dirs->BeginChange();
   // A detached record has no deadline: it would open the gate of what follows it while the
   // server may still run it (those requests have their own deadlines), and drop it unsent.
   if (config_.request_timeout.count() > 0 && !IsDetached(slot) && !r.release_behind_changes) {
@@ -813,7 +820,7 @@ void BackendChannel::Install(ServerSession session) {
       config_.binding == nullptr) {
     // The process that may have had them is gone (this is a new one), so they will never run.
     // (With several servers another instance does not mean the old one stopped.)
-    config_.dirs->EndChange(unsettled_changes_);
+    SettleChanges(unsettled_changes_);
     unsettled_changes_ = 0;
   }
   server_instance_ = session.instance_id;
@@ -1048,6 +1055,11 @@ void BackendChannel::FinishDrain() {
 
 // ---- ticks: connect, interrupts, deadlines ----
 
+void BackendChannel::SettleChanges(uint64_t count) {
+  if (config_.dirs != nullptr) config_.dirs->EndChange(count);
+  if (config_.dir_attrs != nullptr) config_.dir_attrs->Settle(count);
+}
+
 void BackendChannel::LoseChange() {
   ++unsettled_changes_;
   unsettled_since_ns_ = MonotonicNs();
@@ -1063,7 +1075,7 @@ void BackendChannel::OnTick() {
       now - unsettled_since_ns_ > kUnsettledGraceNs) {
     // The same server process, reached again: whatever it still had of the old connection has
     // long run by now.
-    config_.dirs->EndChange(unsettled_changes_);
+    SettleChanges(unsettled_changes_);
     unsettled_changes_ = 0;
   }
   if (state_ == State::kUp && config_.binding != nullptr) {
@@ -1185,6 +1197,7 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
       // The server has it: its reply, if one comes, is read and dropped.
       --on_wire_;
       dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change};
+      if (r.change && config_.dir_attrs != nullptr) config_.dir_attrs->Unsettle();
       r.change = false;  // settled when its reply comes
       break;
     case Stage::kFree:
@@ -1254,11 +1267,18 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     // for it (a successful answer without its record drops it in TakeTrailers).
     config_.dir_attrs->Drop(r.header.nodeid);
   }
+  if (config_.dir_attrs != nullptr) {
+    // However it ended: a WRITE sent after this change may have been stat'ed at the server
+    // before the change ran (another connection, or writeback without the inode lock), and its
+    // record, taken since the send, would hide the change.
+    config_.dir_attrs->Apply(r.reply.voided);
+  }
   if (r.change) {
     // Settled when the server answered or never had it; otherwise it may still run there.
     if (origin == ReplyOrigin::kServer || !r.reached) {
-      config_.dirs->EndChange();
+      if (config_.dirs != nullptr) config_.dirs->EndChange();
     } else {
+      if (config_.dir_attrs != nullptr) config_.dir_attrs->Unsettle();
       LoseChange();
     }
     r.change = false;
@@ -1662,7 +1682,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   if (auto dropped = dropped_.find(header.unique); dropped != dropped_.end()) {
     current_dropped_ = dropped->second;
     dropped_.erase(dropped);
-    if (current_dropped_.change) config_.dirs->EndChange();
+    if (current_dropped_.change) SettleChanges(1);
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();
     return true;
@@ -1790,14 +1810,10 @@ void BackendChannel::FinishReply() {
 size_t BackendChannel::TakeTrailers() {
   Record& r = *records_[current_slot_];
   const PendingReply& reply = r.reply;
-  if (config_.dir_attrs != nullptr) {
-    // Done at the server: a listing record from before the change must not answer after it.
-    const uint32_t opcode = r.header.opcode;
-    if (opcode == FUSE_SETATTR || opcode == FUSE_SETXATTR || opcode == FUSE_REMOVEXATTR) {
-      config_.dir_attrs->Drop(r.header.nodeid);
-    } else if (fuse::ChangesNamespace(opcode)) {
-      config_.dir_attrs->Changed(r.header.nodeid);
-    }
+  if (config_.dir_attrs != nullptr && fuse::ChangesNamespace(r.header.opcode)) {
+    // Done at the server: a listing record from before the change must not answer after it
+    // (a SETATTR's or an xattr's node: RecordsVoided, in Answer).
+    config_.dir_attrs->Changed(r.header.nodeid);
   }
   long extra = DirAttrTrailerBytes(reply, current_body_, trailers_on_);
   if (extra <= 0) return current_body_;

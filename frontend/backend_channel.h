@@ -362,6 +362,8 @@ class BackendChannel {
   void End(uint32_t slot, int err, ReplyOrigin origin);
   // A change that may have reached the server lost its answer: unsettled_changes_.
   void LoseChange();
+  // `count` changes followed since they were sent or lost are settled: run, or never to run.
+  void SettleChanges(uint64_t count);
   // XattrAbsenceCache bookkeeping of a request being sent and of its server answer.
   void NoteXattrRequest(Record& r);
   void NoteXattrReply(const Record& r, int error, size_t body);

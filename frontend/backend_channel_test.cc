@@ -208,6 +208,22 @@ class Harness : public ReplySink {
     iovec part{payloads_[slot].data(), payloads_[slot].size()};
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
+  // A change of `nodeid` whose request is `op_in` (zeroed), sent as Forwarder::Forward sends
+  // it: what it made stale among write records goes again when it ends.
+  void SendChange(uint32_t slot, uint32_t opcode, uint64_t unique, uint64_t nodeid,
+                  size_t op_in_size, RecordsVoided voided) {
+    fuse_in_header in{};
+    in.opcode = opcode;
+    in.unique = unique;
+    in.nodeid = nodeid;
+    buffers_[slot].assign(4096, 0);
+    payloads_[slot].assign(op_in_size, '\0');
+    fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(opcode, nullptr, 0);
+    PendingReply reply{slot, opcode, buffers_[slot].data(), 4096, bounds.min, bounds.max};
+    reply.voided = voided;
+    iovec part{payloads_[slot].data(), payloads_[slot].size()};
+    channel_->Submit(reply, in, &part, 1, MonotonicNs());
+  }
   // An UNLINK of `name` in `dir` answered early (AsyncRemovals `seq`): the channel owns it.
   void SendDetached(uint64_t unique, const std::string& name, uint64_t dir, uint64_t seq) {
     fuse_in_header in{};
@@ -714,6 +730,60 @@ TEST(BackendChannelTest, AWriteEndedWithoutItsRecordDropsTheRecordOfTheOneBefore
   EXPECT_FALSE(kept_after(2, 3)) << "a write that ran out of time";
   EXPECT_EQ(h.answers_[2].origin, ReplyOrigin::kTimeout);
   release = true;
+}
+
+// Requests on different connections (or writeback, without the inode lock) run at the server
+// in any order: a WRITE sent after a change may be stat'ed before the change runs. So the
+// change voids write records again when it ends, and a change whose end was not the server's
+// answer voids every record until its late answer is read.
+TEST(BackendChannelTest, AChangeThatEndsAfterAWritesRecordVoidsIt) {
+  std::atomic<int> release{0};
+  ScriptedServer server([&release](int fd) {
+    const fuse_in_header fallocate = ReadRequest(fd);
+    WriteReply(fd, ReadRequest(fd).unique, 0, Written(7, 100, 4));  // ran first, stat'ed
+    while (release < 1) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, fallocate.unique, 0, "");
+    const fuse_in_header setattr = ReadRequest(fd);  // answered after its deadline
+    WriteReply(fd, ReadRequest(fd).unique, 0, Written(7, 200, 8));
+    while (release < 2) std::this_thread::sleep_for(milliseconds(10));
+    WriteReply(fd, setattr.unique, 0, std::string(sizeof(fuse_attr_out), '\0'));
+    WriteReply(fd, ReadRequest(fd).unique, 0, Written(7, 300, 12));
+    WriteReply(fd, ReadRequest(fd).unique, 0, Written(7, 400, 16));
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  Harness h(server.address(), "", &cache, milliseconds(500));
+  h.WaitConnected();
+
+  h.SendChange(0, FUSE_FALLOCATE, 1, 7, sizeof(fuse_fallocate_in), {.dropped = 7});
+  h.SendWrite(1, 2, 7, cache);
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.count(1), 1u);
+  EXPECT_EQ(cache.size(), 1u) << "the write's record, taken after the change was sent";
+  release = 1;
+  h.WaitForAnswers(2);
+  EXPECT_EQ(h.answers_[0].origin, ReplyOrigin::kServer);
+  EXPECT_FALSE(cache.Take(7, MonotonicNs()).has_value())
+      << "the change ran after the write's stat: the record hides it";
+
+  h.SendChange(2, FUSE_SETATTR, 3, 7, sizeof(fuse_setattr_in), {.dropped = 7});
+  h.WaitForAnswers(3);
+  EXPECT_EQ(h.answers_[2].origin, ReplyOrigin::kTimeout);
+  h.SendWrite(3, 4, 7, cache);
+  h.WaitForAnswers(4);
+  EXPECT_EQ(h.answers_[3].header.error, 0);
+  EXPECT_FALSE(cache.Take(7, MonotonicNs()).has_value())
+      << "the abandoned change may still run at the server";
+  release = 2;
+  // Sent before the late answer was read (and answered after it: one connection is FIFO).
+  h.SendWrite(4, 5, 7, cache);
+  h.WaitForAnswers(5);
+  EXPECT_FALSE(cache.Take(7, MonotonicNs()).has_value()) << "sent while still unsettled";
+  h.SendWrite(5, 6, 7, cache);
+  h.WaitForAnswers(6);
+  std::optional<fuse_attr_out> attr = cache.Take(7, MonotonicNs());
+  ASSERT_TRUE(attr.has_value()) << "settled: records answer again";
+  EXPECT_EQ(attr->attr.size, 16u);
 }
 
 TEST(BackendChannelTest, DirAttrTrailersAreStrippedAndCached) {

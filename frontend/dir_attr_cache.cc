@@ -18,7 +18,7 @@ void DirAttrCache::Offer(uint64_t nodeid, const fuse_attr_out& attr, uint64_t no
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   absl::MutexLock lock(&mu_);
   RaiseFloorLocked(nodeid);  // a change: listings sent before it saw the directory before it
-  if (valid_ns == 0) return;
+  if (valid_ns == 0 || unsettled_ != 0) return;
   InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kChange);
 }
 
@@ -36,7 +36,7 @@ void DirAttrCache::OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   if (valid_ns == 0) return;
   absl::MutexLock lock(&mu_);
-  if (BelowFloorLocked(nodeid, ticket)) return;
+  if (unsettled_ != 0 || BelowFloorLocked(nodeid, ticket)) return;
   InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kListing);
 }
 
@@ -45,11 +45,12 @@ void DirAttrCache::OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64
   const uint64_t valid_ns = attr.attr_valid * kNsPerSec + attr.attr_valid_nsec;
   if (valid_ns == 0) return;
   absl::MutexLock lock(&mu_);
-  if (BelowFloorLocked(nodeid, ticket) || ticket < write_floor_) return;
+  if (unsettled_ != 0 || BelowFloorLocked(nodeid, ticket) || ticket < write_floor_) return;
   auto it = entries_.find(nodeid);
-  if (it != entries_.end() &&
-      std::make_tuple(ChangeTime(attr.attr), attr.attr.size) <
-          std::make_tuple(ChangeTime(it->second.attr.attr), it->second.attr.attr.size)) {
+  // Equal change times (the kernel's coarse clock) and sizes: an overwrite that filled a hole
+  // still grew the block count, which never shrinks by a write.
+  auto order = [](const fuse_attr& a) { return std::make_tuple(ChangeTime(a), a.size, a.blocks); };
+  if (it != entries_.end() && order(attr.attr) < order(it->second.attr.attr)) {
     return;  // an earlier write of the file, answered after a later one
   }
   InsertLocked(nodeid, attr, now_ns, valid_ns, Kind::kWrite, reads);
@@ -119,6 +120,27 @@ void DirAttrCache::Reset() {
   absl::MutexLock lock(&mu_);
   entries_.clear();
   write_records_ = 0;
+  global_floor_ = ++clock_;
+}
+
+void DirAttrCache::Apply(const RecordsVoided& voided) {
+  if (voided.read != 0) Read(voided.read);
+  if (voided.dropped != 0) Drop(voided.dropped);
+  if (voided.names) NamesChanged();
+}
+
+void DirAttrCache::Unsettle() {
+  absl::MutexLock lock(&mu_);
+  ++unsettled_;
+  entries_.clear();
+  write_records_ = 0;
+  global_floor_ = ++clock_;
+}
+
+void DirAttrCache::Settle(uint64_t count) {
+  absl::MutexLock lock(&mu_);
+  unsettled_ -= std::min(count, unsettled_);
+  // Requests sent while it was unsettled may have run before it.
   global_floor_ = ++clock_;
 }
 

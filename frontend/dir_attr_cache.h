@@ -23,6 +23,16 @@ inline uint64_t MonotonicNs() {
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
 }
 
+// What a request sent to the server makes stale among write records (write attrs, OfferWrite),
+// decided once from the request when it is sent (the forwarder's WritesVoided). It is applied
+// then, and again when the request ends: requests on different connections run at the server
+// in any order, so a WRITE sent after it may have been stat'ed before it ran.
+struct RecordsVoided {
+  uint64_t dropped = 0;  // a node whose records go (Drop); 0: none
+  uint64_t read = 0;     // a node read: relatime may move its atime (Read); 0: none
+  bool names = false;    // a name removed or moved, or a file maybe truncated (NamesChanged)
+};
+
 class DirAttrCache {
  public:
   explicit DirAttrCache(size_t max_entries = 4096) : max_entries_(max_entries) {}
@@ -44,9 +54,10 @@ class DirAttrCache {
   void OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
   // A WRITE's record of its file (write attrs, common/dir_attrs.h), under the same ticket rule
   // and keep as a listing's, and also refused after NamesChanged. Writes of one file may be
-  // answered out of order: a record older than the one held (by change time, then size: a
-  // write never shrinks a file, and the other changes drop the record) is ignored. `reads` is
-  // Reads(nodeid) when the write was sent: a READ sent since (Read) voids the record's atime.
+  // answered out of order: a record older than the one held (by change time, then size, then
+  // blocks: a write never shrinks a file, and the other changes drop the record) is ignored.
+  // `reads` is Reads(nodeid) when the write was sent: a READ sent since (Read) voids the record's
+  // atime.
   void OfferWrite(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint32_t reads,
                   uint64_t now_ns);
   // A READ (or a copy's source) of `nodeid` is being sent: under relatime the first read after
@@ -73,6 +84,15 @@ class DirAttrCache {
   void NamesChanged();
   // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget everything.
   void Reset();
+  void Apply(const RecordsVoided& voided);
+
+  // A change that may have reached the server ended without its answer (a deadline, an
+  // interrupt, a lost connection): it may still run there at any moment, after any record taken
+  // from now on, and no request names what it changes. Everything held goes, and no record is
+  // kept until Settle has been called as often (its late answer was read, or the channel
+  // decided it never runs). Records of requests sent meanwhile are refused after that too.
+  void Unsettle();
+  void Settle(uint64_t count = 1);
 
   size_t size() const;
 
@@ -106,6 +126,7 @@ class DirAttrCache {
   uint64_t global_floor_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t write_floor_ ABSL_GUARDED_BY(mu_) = 0;  // NamesChanged
   size_t write_records_ ABSL_GUARDED_BY(mu_) = 0;  // entries of Kind::kWrite
+  uint64_t unsettled_ ABSL_GUARDED_BY(mu_) = 0;    // Unsettle calls not yet settled
   std::atomic<uint32_t> reads_[kStripes] = {};
 };
 

@@ -91,43 +91,36 @@ void RecordChanged(const KernelRequest& request, KeptEntries& kept) {
   }
 }
 
-// Before a request that may change a file goes to the server: the record of its last write
-// (write attrs, DirAttrCache::OfferWrite) no longer tells its attributes. A WRITE brings its
-// own; a removal or rename changes a node this mount cannot name from the request (its link
-// count, its change time), and a create without O_EXCL may truncate an existing file.
-void RecordWritesStale(const KernelRequest& request, DirAttrCache& cache) {
+// What a request that may change a file makes stale among write records (write attrs,
+// DirAttrCache::OfferWrite): the record of the file's last write no longer tells its
+// attributes. A WRITE brings its own; a removal or rename changes a node this mount cannot name
+// from the request (its link count, its change time), and a create without O_EXCL may truncate
+// an existing file. A READ may move its file's atime.
+RecordsVoided WritesVoided(const KernelRequest& request) {
   const uint32_t opcode = request.opcode();
-  if (opcode == FUSE_READ) {
-    cache.Read(request.header.nodeid);  // the atime the next stat shows may move
-    return;
-  }
+  if (opcode == FUSE_READ) return {.read = request.header.nodeid};
   if (opcode == FUSE_WRITE || !fuse::ChangesSomething(opcode, request.op_in, request.op_in_size)) {
-    return;
+    return {};
   }
   switch (opcode) {
     case FUSE_UNLINK:
     case FUSE_RMDIR:
     case FUSE_RENAME:
     case FUSE_RENAME2:
-      cache.NamesChanged();
-      return;
+      return {.names = true};
     case FUSE_CREATE:
-      if ((request.Struct<fuse_create_in>().flags & O_EXCL) == 0) cache.NamesChanged();
-      return;
+      return {.names = (request.Struct<fuse_create_in>().flags & O_EXCL) == 0};
     case FUSE_MKNOD:
     case FUSE_MKDIR:
     case FUSE_SYMLINK:
-      return;  // a new node: nothing of it is held
+      return {};  // a new node: nothing of it is held
     case FUSE_LINK:
-      cache.Drop(request.Struct<fuse_link_in>().oldnodeid);
-      return;
-    case FUSE_COPY_FILE_RANGE:
-      cache.Drop(request.Struct<fuse_copy_file_range_in>().nodeid_out);
-      cache.Read(request.header.nodeid);  // the source: read, its atime may move
-      return;
+      return {.dropped = request.Struct<fuse_link_in>().oldnodeid};
+    case FUSE_COPY_FILE_RANGE:  // the source is read, the destination changed
+      return {.dropped = request.Struct<fuse_copy_file_range_in>().nodeid_out,
+              .read = request.header.nodeid};
     default:
-      cache.Drop(request.header.nodeid);
-      return;
+      return {.dropped = request.header.nodeid};
   }
 }
 
@@ -391,7 +384,8 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   }
   iovec parts[2];
   const int nparts = Parts(request, parts);
-  RecordSending(request);
+  // Applied again when it ends (BackendChannel::Answer).
+  pending.voided = RecordSending(request);
   state->keep_node = request.header.nodeid;
   if (config_.kept != nullptr && config_.dirs != nullptr && AnswersWithEntry(request.opcode())) {
     // Before it is sent: a change sent meanwhile voids what its answer says.
@@ -418,7 +412,9 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
 
 void Forwarder::Detach(const KernelRequest& request, const RequestState& state, uint64_t seq,
                        uint64_t gate, uint64_t after, bool early_setattr) {
-  RecordSending(request, early_setattr);
+  // Its end applies nothing again (a detached record's PendingReply voids nothing): what the
+  // mount sends of its node or after its unlink waits for it (AsyncRemovals' gates).
+  (void)RecordSending(request, early_setattr);
   NameNoLocalHandle(request);
   iovec parts[2];
   const int nparts = Parts(request, parts);
@@ -470,12 +466,16 @@ int Forwarder::Parts(const KernelRequest& request, iovec (&parts)[2]) {
   return 2;
 }
 
-void Forwarder::RecordSending(const KernelRequest& request, bool early_setattr) {
+RecordsVoided Forwarder::RecordSending(const KernelRequest& request, bool early_setattr) {
   // Just before it is sent, on the sending thread: from here to the channel's BeginChange no
   // other request can record an answer that this one's names or node make stale.
   RecordNames(request, config_.dirs, config_.kept);
   if (config_.kept != nullptr) RecordChanged(request, *config_.kept);
-  if (config_.dir_attrs != nullptr) RecordWritesStale(request, *config_.dir_attrs);
+  RecordsVoided voided;
+  if (config_.dir_attrs != nullptr) {
+    voided = WritesVoided(request);
+    config_.dir_attrs->Apply(voided);
+  }
   if (config_.async != nullptr) {
     switch (request.opcode()) {
       case FUSE_SETATTR:  // its answer brings the new attributes back (BackendChannel::Answer)
@@ -494,6 +494,7 @@ void Forwarder::RecordSending(const KernelRequest& request, bool early_setattr) 
         break;
     }
   }
+  return voided;
 }
 
 void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, const char* body,

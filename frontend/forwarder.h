@@ -169,7 +169,7 @@ class Forwarder {
   static void LeaveRoomForRecord(const KernelRequest& request, ReplyBuffer reply);
   // Before a request goes to the server: what it changes is no longer known by the caches.
   // `early_setattr`: a SETATTR answered early, whose attributes AsyncRemovals made already.
-  void RecordSending(const KernelRequest& request, bool early_setattr = false);
+  RecordsVoided RecordSending(const KernelRequest& request, bool early_setattr = false);
   // The counters of a request sent to the server.
   void CountForwarded(const KernelRequest& request, const RequestState& state);
   // The kernel's FORGET/BATCH_FORGET: lookups KeptEntries keeps are not sent; the rest is.

@@ -124,6 +124,15 @@ TEST(DirAttrCacheTest, AWriteRecordIsTheFilesLatestStateOrNothing) {
   cache.OfferWrite(7, Written(7, 20, 300), ticket, cache.Reads(7), 3);
   cache.OfferWrite(7, Written(7, 20, 250), ticket, cache.Reads(7), 3);
   EXPECT_EQ(cache.Take(7, 4)->attr.size, 300u);
+  // Times and sizes tie (an overwrite within a coarse clock tick): the one that filled a hole
+  // has more blocks, and is the later.
+  ticket = cache.Ticket();
+  fuse_attr_out filled = Written(7, 20, 300), before = Written(7, 20, 300);
+  filled.attr.blocks = 16;
+  before.attr.blocks = 8;
+  cache.OfferWrite(7, filled, ticket, cache.Reads(7), 3);
+  cache.OfferWrite(7, before, ticket, cache.Reads(7), 3);
+  EXPECT_EQ(cache.Take(7, 4)->attr.blocks, 16u);
 
   auto late = [&](const std::function<void()>& learned) {
     const uint64_t sent = cache.Ticket();
@@ -140,6 +149,25 @@ TEST(DirAttrCacheTest, AWriteRecordIsTheFilesLatestStateOrNothing) {
   EXPECT_TRUE(late([&] { cache.Drop(7 + 1); })) << "another file (another stripe)";
   EXPECT_FALSE(late([&] { cache.Read(7); })) << "a READ sent: relatime may move the atime";
   EXPECT_TRUE(late([&] { cache.Read(7 + 1); })) << "another file read";
+  EXPECT_FALSE(late([&] { cache.Apply({.dropped = 7}); })) << "a change of it sent or ended";
+  EXPECT_FALSE(late([&] { cache.Apply({.read = 7}); }));
+  EXPECT_FALSE(late([&] { cache.Apply({.names = true}); }));
+  EXPECT_TRUE(late([&] { cache.Apply({}); })) << "a request that changes no file";
+  // A change whose answer never came: nothing is kept until it settles, nor taken from a
+  // request sent before it did.
+  EXPECT_FALSE(late([&] { cache.Unsettle(); }));
+  EXPECT_FALSE(late([] {})) << "still unsettled";
+  EXPECT_FALSE(late([&] { cache.Settle(); })) << "sent before it settled";
+  EXPECT_TRUE(late([] {})) << "settled";
+  cache.OfferWrite(7, Written(7, 36, 460), cache.Ticket(), cache.Reads(7), 5);
+  cache.Offer(2, Attr(2, 50, 60), 5);
+  cache.Unsettle();
+  EXPECT_EQ(cache.size(), 0u) << "what is held may be hidden by the change when it runs";
+  cache.Unsettle();
+  cache.Settle();
+  EXPECT_FALSE(late([] {})) << "one of two still unsettled";
+  cache.Settle();
+  EXPECT_TRUE(late([] {}));
   // A READ sent after the record arrived: the record's atime is older than the file's.
   cache.OfferWrite(7, Written(7, 35, 450), cache.Ticket(), cache.Reads(7), 5);
   cache.Read(7);

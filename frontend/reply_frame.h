@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "frontend/dir_attr_cache.h"
+
 namespace ringfs::frontend {
 
 // Where a reply's body lands and which sizes are acceptable for it.
@@ -34,6 +36,8 @@ struct PendingReply {
   // DirAttrCache::Reads of its file when it was sent.
   bool write_record = false;
   uint32_t record_reads = 0;
+  // The write records the request made stale when sent, made stale again when it ends.
+  RecordsVoided voided;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the
