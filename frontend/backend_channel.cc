@@ -1273,6 +1273,17 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     // record, taken since the send, would hide the change.
     config_.dir_attrs->Apply(r.reply.voided);
   }
+  if (config_.dirs != nullptr && fuse::ChangesNamespace(r.header.opcode)) {
+    // However it ended: a listing sent after this change was, but run at the server before it,
+    // must not be kept by the kernel (KeptListings; the change was recorded when sent too).
+    config_.dirs->ListingChanged(r.header.nodeid);
+    if ((r.header.opcode == FUSE_RENAME || r.header.opcode == FUSE_RENAME2) && r.iovcnt > 1 &&
+        r.iov[1].iov_len >= sizeof(uint64_t)) {
+      uint64_t newdir;  // first in fuse_rename_in and fuse_rename2_in
+      std::memcpy(&newdir, r.iov[1].iov_base, sizeof(newdir));
+      config_.dirs->ListingChanged(newdir);
+    }
+  }
   if (r.change) {
     // Settled when the server answered or never had it; otherwise it may still run there.
     if (origin == ReplyOrigin::kServer || !r.reached) {

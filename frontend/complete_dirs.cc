@@ -75,7 +75,17 @@ void CompleteDirs::RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns) 
   dirs_[dir].expires_ns = now_ns + lifetime_ns_;
 }
 
+void CompleteDirs::ListingSent(uint64_t dir, uint64_t now_ns) {
+  bool unsettled;
+  {
+    absl::MutexLock lock(&mu_);
+    unsettled = unsettled_ != 0;
+  }
+  listings_.ListingSent(dir, unsettled, now_ns);
+}
+
 void CompleteDirs::AddName(uint64_t dir, std::string_view name) {
+  listings_.Changed(dir);
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
   if (it == dirs_.end()) {
@@ -92,17 +102,20 @@ void CompleteDirs::AddName(uint64_t dir, std::string_view name) {
 }
 
 void CompleteDirs::Drop(uint64_t dir) {
+  listings_.Changed(dir);
   absl::MutexLock lock(&mu_);
   TouchLocked(dir);
   if (auto it = dirs_.find(dir); it != dirs_.end()) EraseLocked(it);
 }
 
 void CompleteDirs::Reset() {
+  listings_.Reset();
   absl::MutexLock lock(&mu_);
   ResetLocked();
 }
 
 void CompleteDirs::Disable() {
+  listings_.Disable();
   absl::MutexLock lock(&mu_);
   disabled_ = true;
   ResetLocked();

@@ -41,6 +41,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "frontend/kept_listings.h"
 
 namespace ringfs::frontend {
 
@@ -48,8 +49,13 @@ class CompleteDirs {
  public:
   // `max_names`: names recorded over all directories; a directory whose next name would pass it
   // is forgotten. `max_dirs`: directories tracked at once (expired ones are pruned first).
-  explicit CompleteDirs(uint64_t lifetime_ns, size_t max_dirs = 4096, size_t max_names = 1 << 18)
-      : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs), max_names_(max_names) {}
+  // `listing_lifetime_ns`: how long the kernel may keep a listing (KeptListings); 0: never.
+  explicit CompleteDirs(uint64_t lifetime_ns, size_t max_dirs = 4096, size_t max_names = 1 << 18,
+                        uint64_t listing_lifetime_ns = 0)
+      : lifetime_ns_(lifetime_ns),
+        max_dirs_(max_dirs),
+        max_names_(max_names),
+        listings_(listing_lifetime_ns) {}
 
   // Whether LOOKUP of `name` in `dir` can be answered "no such entry" at `now_ns`: 0 when not,
   // else for how many more nanoseconds the knowledge holds (the kernel may keep the answer that
@@ -92,6 +98,18 @@ class CompleteDirs {
   // Reset, and never known again (the server does not push invalidations).
   void Disable();
 
+  // Listings the kernel may keep across opens (KeptListings), told of every event above that
+  // changes a directory's names; a READDIR sent is judged by the changes unsettled now.
+  bool ListingsKept() const { return listings_.enabled(); }
+  bool KeepListingAtOpen(uint64_t dir, uint64_t now_ns) {
+    return listings_.KeepAtOpen(dir, now_ns);
+  }
+  void ListingSent(uint64_t dir, uint64_t now_ns);
+  void ListingEnded(uint64_t dir) { listings_.ListingEnded(dir); }
+  // A name change of this mount in `dir` ended, however (recorded when sent too, AddName).
+  void ListingChanged(uint64_t dir) { listings_.Changed(dir); }
+  size_t listed_dirs() const { return listings_.dirs(); }
+
   size_t dirs() const;   // directories known complete (expired ones included until pruned)
   size_t names() const;  // names recorded in them
   uint64_t unsettled() const;  // changes sent and not settled
@@ -122,6 +140,7 @@ class CompleteDirs {
   uint64_t begun_ ABSL_GUARDED_BY(mu_) = 0;  // name-space changes sent, ever
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint64_t> touched_ ABSL_GUARDED_BY(mu_);  // dir -> seq
+  KeptListings listings_;  // its own lock, never taken under mu_
 };
 
 }  // namespace ringfs::frontend

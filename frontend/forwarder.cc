@@ -395,6 +395,11 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     state->keep_dir = request.header.nodeid;
     state->keep_name = NameAt(request, 0);
   }
+  if (config_.dirs != nullptr && wire::IsListing(request.opcode())) {
+    // Its answer may fill the kernel's kept copy of the listing (KeptListings).
+    config_.dirs->ListingSent(request.header.nodeid, state->received_ns);
+    state->listing_counted = true;
+  }
   if (config_.dir_ends != nullptr &&
       (request.opcode() == FUSE_READDIR || request.opcode() == FUSE_READDIRPLUS)) {
     const fuse_read_in& in = request.Struct<fuse_read_in>();
@@ -524,6 +529,8 @@ void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, cons
                             {body, body_size});
   }
   state->listing = false;
+  if (state->listing_counted) config_.dirs->ListingEnded(state->keep_node);
+  state->listing_counted = false;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {
     stats_->backend_rtt.Observe(static_cast<int64_t>(config_.clock() - state->sent_ns));

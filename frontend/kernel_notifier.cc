@@ -261,7 +261,9 @@ void KernelNotifier::DeliverDue(absl::Time now, Counters& done) {
     if (when <= now) due.push_back(dir);
   }
   for (uint64_t dir : due) {
-    Deliver({wire::InvalidationKind::kInode, dir, -1, 0, {}}, now, done,
+    // From offset 0: a directory's page cache is its kept listing (KeptListings), which a
+    // caller that keeps the directory open and rewinds would otherwise still read.
+    Deliver({wire::InvalidationKind::kInode, dir, 0, 0, {}}, now, done,
             /*directory_fallback=*/true);
   }
 }

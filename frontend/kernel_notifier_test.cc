@@ -64,7 +64,8 @@ class NotifierRepeatTest : public ::testing::Test {
   KernelNotifier notifier_{UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), nullptr, nullptr};
   const wire::Invalidation attrs_{wire::InvalidationKind::kInode, 10, -1, 0, {}};
   const wire::Invalidation name_{wire::InvalidationKind::kEntry, 1, -1, 0, "f"};
-  const wire::Invalidation dir_{wire::InvalidationKind::kInode, 1, -1, 0, {}};
+  // The directory's fallback: attributes, and from offset 0 its kept listing (KeptListings).
+  const wire::Invalidation dir_{wire::InvalidationKind::kInode, 1, 0, 0, {}};
 };
 
 TEST_F(NotifierRepeatTest, NothingIsRepeatedWhenNoAnswerWasOnItsWay) {

@@ -70,6 +70,9 @@ struct RequestState {
   // A READDIR/READDIRPLUS went to the server: DirEnds learns from its answer. (Next to the other
   // bool, in its padding: every queue slot of every possible CPU has a RequestState.)
   bool listing = false;
+  // A READDIR/READDIRPLUS counted by KeptListings (CompleteDirs::ListingSent) as in flight for
+  // its directory, `keep_node`.
+  bool listing_counted = false;
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the
   // name (the reply may land over the request's bytes).
   uint64_t keep_node = 0;  // the request's node: an ESTALE answer means it is gone

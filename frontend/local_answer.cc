@@ -58,10 +58,15 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
     }
     case FUSE_OPENDIR: {
       if (caches.local_dirs == nullptr || !caches.open_dirs_locally) return std::nullopt;
-      // Nothing to open: each READDIR lists the node at the server (LocalDirHandles). Flags 0,
-      // as the server's own OPENDIR answer: no cached listing, the kernel asks each time.
+      // Nothing to open: each READDIR lists the node at the server (LocalDirHandles). The
+      // kernel keeps the listing in its page cache, and keeps what it holds across this open
+      // only when it is current (KeptListings); otherwise it asks each time.
       fuse_open_out out{};
       out.fh = caches.local_dirs->Open();
+      if (caches.dirs != nullptr && caches.dirs->ListingsKept()) {
+        out.open_flags = FOPEN_CACHE_DIR;
+        if (caches.dirs->KeepListingAtOpen(nodeid, now_ns)) out.open_flags |= FOPEN_KEEP_CACHE;
+      }
       std::memcpy(body, &out, sizeof(out));
       return LocalAnswer{0, sizeof(out)};
     }

@@ -44,7 +44,7 @@ struct LocalAnswer {
 struct LocalCaches {
   DirAttrCache* dir_attrs = nullptr;
   const XattrAbsenceCache* xattrs = nullptr;
-  const CompleteDirs* dirs = nullptr;
+  CompleteDirs* dirs = nullptr;  // also decides whether the kernel keeps a listing (OPENDIR)
   KeptEntries* kept = nullptr;
   DirEnds* dir_ends = nullptr;
   LocalDirHandles* local_dirs = nullptr;

@@ -277,8 +277,13 @@ absl::Status MountSession::StartNotifier() {
   // server reaches this one only by its export watch, which does not see other hosts' changes.
   if (options_.complete_dirs && options_.servers.size() <= 1) {
     // Known as long as a negative entry from the server would be.
-    complete_dirs_ = std::make_unique<CompleteDirs>(static_cast<uint64_t>(
-        options_.entry_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count()));
+    const auto lifetime = static_cast<uint64_t>(
+        options_.entry_timeout.value_or(std::chrono::nanoseconds(kCoherentCacheTimeout)).count());
+    // Listings are kept for as long as the names' dentries they came with (KeptListings), and
+    // only where the mount answers OPENDIR itself.
+    const bool keep_listings = options_.kept_listings && options_.handleless_listings;
+    complete_dirs_ = std::make_unique<CompleteDirs>(lifetime, size_t{4096}, size_t{1} << 18,
+                                                    keep_listings ? lifetime : 0);
     // It relies on CompleteDirs' count of unsettled name-space changes.
     if (options_.kept_entries) kept_entries_ = std::make_unique<KeptEntries>();
   }

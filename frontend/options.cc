@@ -115,6 +115,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->handleless_listings = false;
   } else if (key == "no_write_attrs") {
     out->write_attrs = false;
+  } else if (key == "no_kept_listings") {
+    out->kept_listings = false;
   } else if (key == "reset_names") {
     out->reset_names = true;
   } else if (key == "async_unlink") {
@@ -260,6 +262,8 @@ std::string Usage() {
          "         answered here, the server lists a directory by its node at each readdir)\n"
          "         no_write_attrs (the stat after a write goes to the server; default: each\n"
          "         write's answer brings the file's attributes, which answer it here)\n"
+         "         no_kept_listings (every opendir lists at the server; default: the kernel\n"
+         "         keeps a directory's listing while no change of it was heard of)\n"
          "         reset_names (after a lost connection also drop cached names; detaches\n"
          "         anything mounted inside this mount, in every mount namespace)\n"
          "         async_unlink (answer unlink before the server ran it, 2x faster; a failure\n"

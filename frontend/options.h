@@ -87,6 +87,10 @@ struct MountOptions {
   // Ask the server for each WRITE's file after the write (write attrs), to answer the stat that
   // follows; no_write_attrs: every such stat goes to the server. Only with dir attrs.
   bool write_attrs = true;
+  // Let the kernel keep a directory's listing across opens while it is current
+  // (frontend/kept_listings.h); no_kept_listings: every opendir lists at the server again. Only
+  // with complete_dirs and handle-less listings.
+  bool kept_listings = true;
   // reset_names: when invalidations may have been lost, also mark every cached name stale
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
   // detaches anything mounted on a directory of this mount, in every mount namespace.

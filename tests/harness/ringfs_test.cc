@@ -46,6 +46,13 @@ void MountedTest::SetUp() {
   ASSERT_TRUE(env_->Mount(Options()));
 }
 
+void MountedTest::RemountWith(const std::string& extra) {
+  ASSERT_TRUE(env_->Unmount());
+  MountOptions options = Options();
+  options.extra.push_back(extra);
+  ASSERT_TRUE(env_->Mount(options));
+}
+
 uint64_t MountedTest::StatAtLeast(const std::string& key, uint64_t at_least) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   uint64_t value = 0;

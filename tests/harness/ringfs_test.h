@@ -48,6 +48,8 @@ class MountedTest : public RingfsTestBase, public ::testing::WithParamInterface<
   // A counter of the mount's stats file once it reaches `at_least` (the file is rewritten every
   // 200 ms), or its last value after 5 s.
   uint64_t StatAtLeast(const std::string& key, uint64_t at_least);
+  // Unmounts the fixture's mount and mounts again with Options() plus the -o option `extra`.
+  void RemountWith(const std::string& extra);
   // Runs `attempt` until it stops failing with ENOTCONN or EIO (the mount reconnecting), 20 s;
   // returns its last errno (0: success).
   int WhileReconnecting(const std::function<int()>& attempt);

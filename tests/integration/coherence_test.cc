@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -360,6 +361,49 @@ TEST_P(CoherenceTest, ADirectoryListedThroughOneMountShowsChangesMadeThroughTheO
     ASSERT_NE(now, listed);
     Note("listed-dir-mtime", WaitSeen([&] { return StatOf(B("l")).mtime_ns == now; }));
     EXPECT_EQ(StatOf(B("l")).mtime_ns, now) << "round " << round;
+  }
+  Report();
+}
+
+// B keeps a directory's listing across opens (frontend/kept_listings.h). A name A makes in it,
+// which B never looked up, reaches B's kernel as an entry invalidation that finds no dentry, so
+// the kernel leaves the kept listing alone; and the directory's own invalidation that B's mount
+// then writes is held back for a second after A's chmod of the directory (KernelNotifier),
+// while B's kernel holds the directory's attributes fresh from after the chmod (its mtime check
+// sees nothing). B's next opendir must list the name all the same.
+TEST_P(CoherenceTest, AListingKeptByOneMountShowsNamesMadeThroughTheOther) {
+  ASSERT_EQ(mkdir(A("k").c_str(), 0755), 0);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(WriteFile(A("k/f" + std::to_string(i)), "x"));
+  auto names = [](const std::string& dir) {  // getdents only: no stat of the directory
+    std::set<std::string> out;
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return out;
+    alignas(8) char buf[4096];
+    for (long n; (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0;) {
+      for (long at = 0; at < n;) {
+        const auto* d = reinterpret_cast<const struct dirent64*>(buf + at);
+        out.insert(d->d_name);
+        at += d->d_reclen;
+      }
+    }
+    close(fd);
+    return out;
+  };
+  ASSERT_EQ(names(B("k")).size(), 12u);
+  for (int round = 0; round < 3; ++round) {
+    const unsigned mode = 0750 + round;
+    ASSERT_EQ(chmod(A("k").c_str(), mode), 0);
+    Note("kept-listing-chmod", WaitSeen([&] { return StatOf(B("k")).mode == mode; }));
+    const std::set<std::string> before = names(B("k"));
+    ASSERT_EQ(names(B("k")), before) << "kept";
+    const std::string made = "made" + std::to_string(round);
+    ASSERT_TRUE(WriteFile(A("k/" + made), "m"));
+    const auto latency = WaitSeen([&] { return names(B("k")).contains(made); });
+    Note("kept-listing-create", latency);
+    EXPECT_LT(latency.count(), 50'000) << "round " << round;
+    const std::string gone = "f" + std::to_string(round);
+    ASSERT_EQ(unlink(A("k/" + gone).c_str()), 0);
+    Note("kept-listing-unlink", WaitSeen([&] { return !names(B("k")).contains(gone); }));
   }
   Report();
 }

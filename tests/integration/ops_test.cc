@@ -494,6 +494,52 @@ TEST_P(OpsTest, OpendirReaddir) {
   EXPECT_EQ(errno, ENOTDIR);
 }
 
+// A directory listed again is read from the kernel's copy (frontend/kept_listings.h): the
+// second listing costs the OPENDIR and RELEASEDIR the mount answers, no READDIR. A change made
+// through the mount, or on the export, is in the next listing; so is a listing after the
+// server's restart.
+TEST_P(OpsTest, ADirectoryListedAgainIsReadFromTheKernelsCopyUntilItChanges) {
+  ASSERT_EQ(::mkdir(Mnt("kept").c_str(), 0755), 0);
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(WriteFile(Mnt("kept/f" + std::to_string(i)), "x"), 0);
+  auto received = [&] { return StatNow("ring_requests") + StatNow("devfuse_requests"); };
+  std::map<std::string, unsigned char> listed = ListDir(Mnt("kept"));
+  ASSERT_EQ(listed.size(), 32u);
+  uint64_t before = received();
+  ASSERT_EQ(ListDir(Mnt("kept")), listed);
+  // StatNow reads the stats file twice after the listing; a FORGET may come in between.
+  EXPECT_LE(received() - before, 3u) << "listed again: OPENDIR and RELEASEDIR only";
+
+  ASSERT_EQ(WriteFile(Mnt("kept/made"), "m"), 0);
+  ASSERT_EQ(::unlink(Mnt("kept/f0").c_str()), 0);
+  ASSERT_EQ(::rename(Mnt("kept/f1").c_str(), Mnt("kept/moved").c_str()), 0);
+  listed = ListDir(Mnt("kept"));
+  EXPECT_EQ(listed.size(), 32u);
+  EXPECT_TRUE(listed.contains("made") && listed.contains("moved"));
+  EXPECT_FALSE(listed.contains("f0") || listed.contains("f1"));
+  before = received();
+  ASSERT_EQ(ListDir(Mnt("kept")), listed);
+  EXPECT_LE(received() - before, 3u) << "kept again once listed after the changes";
+
+  // A new server instance: what was pushed to the old one's mount may be lost.
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_EQ(WriteFile(env_->Exp("kept/while-down"), "d"), 0);
+  ServerOptions watching;
+  watching.extra_args = {"--export-watch"};
+  ASSERT_TRUE(env_->RestartServer(watching));
+  listed = ListDir(Mnt("kept"));
+  EXPECT_TRUE(listed.contains("while-down")) << "listed from before the restart";
+  ASSERT_EQ(ListDir(Mnt("kept")), listed);
+
+  // On the export, with the server's export watch: it pushes the name.
+  ASSERT_EQ(WriteFile(env_->Exp("kept/local"), "l"), 0);
+  bool seen = false;
+  for (int i = 0; i < 1000 && !seen; ++i) {
+    seen = ListDir(Mnt("kept")).contains("local");
+    if (!seen) usleep(2'000);
+  }
+  EXPECT_TRUE(seen) << "a name made on the export never listed";
+}
+
 // opendir and closedir are answered by ringfs-mount (frontend/local_dir_handles.h): the server
 // lists a directory by its node at each readdir. Opened directories list exactly what the
 // export has, also many at once, and a closed one costs the server nothing.
@@ -533,6 +579,10 @@ TEST_P(OpsTest, OpendirAndClosedirAreAnsweredByTheMount) {
 // every listing below ends that way, and what it answers must be what the server would -- in
 // particular a rewind after the directory changed on the server lists the change.
 TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
+  // What a listing at the server does: every opendir and rewind lists there, as without
+  // kept listings (frontend/kept_listings.h, which keep what the kernel read before).
+  RemountWith("no_kept_listings");
+  if (HasFatalFailure()) return;
   ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0);
   ASSERT_EQ(::mkdir(Mnt("big").c_str(), 0755), 0);
   std::set<std::string> want = {".", ".."};
@@ -616,6 +666,10 @@ TEST_P(OpsTest, TheEndOfAListingIsAnsweredLocallyAndARewindSeesChanges) {
 // directory's attributes (listing attrs, common/dir_attrs.h) and ringfs-mount answers it. They
 // are the server's, atime included.
 TEST_P(OpsTest, AStatAfterAListingIsAnsweredWithTheDirectorysAttributes) {
+  // What a listing at the server does: every opendir and rewind lists there, as without
+  // kept listings (frontend/kept_listings.h, which keep what the kernel read before).
+  RemountWith("no_kept_listings");
+  if (HasFatalFailure()) return;
   ASSERT_EQ(::mkdir(Mnt("l").c_str(), 0755), 0);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(WriteFile(Mnt("l/f" + std::to_string(i)), "x"), 0);
   alignas(8) char buf[4096];
@@ -735,6 +789,10 @@ TEST_P(OpsTest, AStatAfterWritesIsAnsweredFromTheLastWritesRecord) {
 // request's whole buffer (max_pages): ringfs-mount asks the server for the record's size less
 // (Forwarder::LeaveRoomForRecord), so the listing and its record still fit.
 TEST_P(OpsTest, AListingAsLargeAsTheBufferStillHasRoomForItsRecord) {
+  // What a listing at the server does: every opendir and rewind lists there, as without
+  // kept listings (frontend/kept_listings.h, which keep what the kernel read before).
+  RemountWith("no_kept_listings");
+  if (HasFatalFailure()) return;
   ASSERT_EQ(::mkdir(Mnt("big").c_str(), 0755), 0);
   // 232-byte names make 256-byte READDIR records: 4,096 fill 1 MiB exactly, with no room left
   // for the record unless the size asked for left it.

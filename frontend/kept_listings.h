@@ -1,0 +1,81 @@
+// Directories whose listing the kernel may keep from one opendir to the next.
+// Why: a listing went to the server at every opendir, so whatever lists a directory again
+// (`rm -rf`: coreutils' fts opens and reads every directory twice before removing anything;
+// `git status`, `find` or `ls` run twice, make's directory scans) paid the round trips again for
+// names that had not changed. The kernel can keep a directory's listing in its page cache
+// (FOPEN_CACHE_DIR, the readdir cache) and keeps it across opens when the OPENDIR answer says so
+// (FOPEN_KEEP_CACHE); without that flag it drops the listing at the open. Its own checks (the
+// directory's i_version, bumped by changes made through this mount, and its mtime) do not see
+// a name another client made that this mount never looked up: the pushed entry invalidation
+// finds no dentry, and the kernel then leaves the directory alone. So this mount decides at every
+// OPENDIR (answered locally, LocalDirHandles) whether the kept listing is current.
+//
+// When it is: every READDIR that may have filled the kernel's copy since the kernel last dropped
+// it was sent after the last change of the directory this mount heard of (a pushed invalidation
+// of a name in it or of the directory, a name change this mount sent), while no change of this
+// mount was unsettled (one in flight may run at the server after the READDIR), and less than
+// `lifetime` ago (the entry lifetime: the names' dentries and attributes, which a kept listing
+// does not bring again, were given with it). Otherwise the OPENDIR is answered without
+// FOPEN_KEEP_CACHE, the kernel drops what it kept, and the READDIRs of that open fill it anew.
+// A READDIR still in flight at such a drop may fill the new copy with what it read before:
+// that copy is never kept.
+// Forgotten when a connection to the server is lost or re-established, when invalidations may
+// have been lost (Reset, as CompleteDirs), and never used while the server pushes none
+// (Disable). Fed by CompleteDirs, which hears of the same events. Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace ringfs::frontend {
+
+class KeptListings {
+ public:
+  explicit KeptListings(uint64_t lifetime_ns, size_t max_dirs = 1 << 16)
+      : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs) {}
+
+  // An OPENDIR of `dir` is answered at `now_ns`: whether the kernel may keep the listing it
+  // holds (FOPEN_KEEP_CACHE). When not, the kernel drops it at this open, and this is recorded.
+  bool KeepAtOpen(uint64_t dir, uint64_t now_ns);
+  // A READDIR or READDIRPLUS of `dir` is sent at `now_ns` (its answer may fill the kernel's
+  // copy); `changes_unsettled`: a change of this mount was sent and not settled
+  // (CompleteDirs::unsettled). ListingEnded when it is answered, however.
+  void ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns);
+  void ListingEnded(uint64_t dir);
+  // A name in `dir` may have changed, or the directory itself: a pushed invalidation, a
+  // request of this mount that changes a name in it is about to be sent, or the kernel forgot
+  // the directory (its copy went with the inode).
+  void Changed(uint64_t dir);
+  // Nothing kept before now is current (see above).
+  void Reset();
+  void Disable();
+  // Whether the kernel is asked to keep listings at all (FOPEN_CACHE_DIR).
+  bool enabled() const;
+
+  size_t dirs() const;
+
+ private:
+  struct Dir {
+    uint64_t changed = 0;    // seq_ when a change was last heard of
+    uint64_t fill_from = 0;  // seq_ of the oldest READDIR that may be in the kernel's copy
+    uint64_t fill_ns = 0;    // when that READDIR was sent
+    uint32_t in_flight = 0;  // READDIRs sent and not answered
+    bool filled = false;     // a READDIR was sent since the kernel last dropped its copy
+    bool poisoned = false;   // ... while a change was unsettled, or before the drop
+  };
+  Dir* FindLocked(uint64_t dir, bool create) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t lifetime_ns_;
+  const size_t max_dirs_;
+  mutable absl::Mutex mu_;
+  bool disabled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // listings sent before it are never kept
+  absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringfs::frontend
