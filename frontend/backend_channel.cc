@@ -198,10 +198,14 @@ BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kin
 }
 
 BackendChannel::~BackendChannel() {
-  // The caches outlive this channel (a queue taken out of service): what it followed no longer
-  // holds them back.
+  // The caches outlive this channel (a worker retired): the changes it followed no longer hold
+  // them back. One that lost its answer may still run at the server; the grace this channel
+  // would have waited for it is cut short here.
   uint64_t unsettled = unsettled_changes_;
   for (const auto& [unique, dropped] : dropped_) unsettled += dropped.change;
+  uint64_t live = 0;  // sent or waiting, counted by CompleteDirs::BeginChange
+  for (const auto& r : records_) live += r != nullptr && r->stage != Stage::kFree && r->change;
+  if (config_.dirs != nullptr && unsettled + live != 0) config_.dirs->EndChange(unsettled + live);
   if (config_.dir_attrs != nullptr && unsettled != 0) config_.dir_attrs->Settle(unsettled);
   // A receive or send still in the kernel would use our buffers after we are gone: cancel them
   // and wait.
@@ -330,7 +334,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
 
 void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                                     uint64_t received_ns, uint64_t seq, uint64_t gate,
-                                    uint64_t after) {
+                                    uint64_t after, const RecordsVoided& voided) {
   if (header.opcode == FUSE_SETATTR && after != 0 &&
       MergeSetattr(header, parts, nparts, seq, after)) {
     return;
@@ -353,6 +357,7 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
   PendingReply reply{slot, header.opcode, d.reply.data(), d.reply.size(), bounds.min, bounds.max};
   reply.gate = gate;
+  reply.voided = voided;
   const iovec part{d.frame.data(), d.frame.size()};
   Submit(reply, header, &part, 1, received_ns);
 }
@@ -1196,7 +1201,7 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
     case Stage::kSent:
       // The server has it: its reply, if one comes, is read and dropped.
       --on_wire_;
-      dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change};
+      dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change, r.reply.voided};
       if (r.change && config_.dir_attrs != nullptr) config_.dir_attrs->Unsettle();
       r.change = false;  // settled when its reply comes
       break;
@@ -1693,6 +1698,7 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   if (auto dropped = dropped_.find(header.unique); dropped != dropped_.end()) {
     current_dropped_ = dropped->second;
     dropped_.erase(dropped);
+    if (config_.dir_attrs != nullptr) config_.dir_attrs->Apply(current_dropped_.voided);
     if (current_dropped_.change) SettleChanges(1);
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();

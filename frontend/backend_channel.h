@@ -182,9 +182,11 @@ class BackendChannel {
   // for the node's attributes again. A WRITE too: a failure is logged, counted, the kernel told
   // to ask for the attributes again and the file's next FLUSH or FSYNC fails with it. `gate`: as
   // PendingReply::gate. `after`: the same node's early SETATTR it follows (0: none), into which it
-  // may be folded while that one waits here.
+  // may be folded while that one waits here. `voided`: what it makes stale among write records,
+  // applied again when it ends (PendingReply::voided).
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0,
+                      const RecordsVoided& voided = {});
   bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
   // The server of the current (or last) connection lists directories by node (fh 0).
   bool HandlelessListings() const { return handleless_listings_on_; }
@@ -468,6 +470,7 @@ class BackendChannel {
     uint32_t opcode = 0;
     uint64_t nodeid = 0;
     bool change = false;   // settled when its reply is read
+    RecordsVoided voided;  // applied once more then: it ran at the server after its End
   };
   absl::flat_hash_map<uint64_t, Dropped> dropped_;
   Dropped current_dropped_;  // of the dropped reply being read; opcode 0 when none

@@ -105,7 +105,7 @@ class CompleteDirs {
     return listings_.KeepAtOpen(dir, now_ns);
   }
   void ListingSent(uint64_t dir, uint64_t now_ns);
-  void ListingEnded(uint64_t dir) { listings_.ListingEnded(dir); }
+  void ListingEnded(uint64_t dir, uint64_t now_ns) { listings_.ListingEnded(dir, now_ns); }
   // A name change of this mount in `dir` ended, however (recorded when sent too, AddName).
   void ListingChanged(uint64_t dir) { listings_.Changed(dir); }
   size_t listed_dirs() const { return listings_.dirs(); }

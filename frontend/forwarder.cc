@@ -417,13 +417,14 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
 
 void Forwarder::Detach(const KernelRequest& request, const RequestState& state, uint64_t seq,
                        uint64_t gate, uint64_t after, bool early_setattr) {
-  // Its end applies nothing again (a detached record's PendingReply voids nothing): what the
-  // mount sends of its node or after its unlink waits for it (AsyncRemovals' gates).
-  (void)RecordSending(request, early_setattr);
+  // Applied again when it ends, as for any request: a WRITE does not wait for early unlinks
+  // (IndependentOfUnlinks) and may be stat'ed at the server before one runs.
+  const RecordsVoided voided = RecordSending(request, early_setattr);
   NameNoLocalHandle(request);
   iovec parts[2];
   const int nparts = Parts(request, parts);
-  channel_->SubmitDetached(request.header, parts, nparts, state.received_ns, seq, gate, after);
+  channel_->SubmitDetached(request.header, parts, nparts, state.received_ns, seq, gate, after,
+                           voided);
   CountForwarded(request, state);
 }
 
@@ -529,7 +530,7 @@ void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, cons
                             {body, body_size});
   }
   state->listing = false;
-  if (state->listing_counted) config_.dirs->ListingEnded(state->keep_node);
+  if (state->listing_counted) config_.dirs->ListingEnded(state->keep_node, config_.clock());
   state->listing_counted = false;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {

@@ -48,7 +48,8 @@ class RequestChannel {
   virtual bool CanDetach() const { return false; }
   virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
                               int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/,
-                              uint64_t /*gate*/, uint64_t /*after*/) {}
+                              uint64_t /*gate*/, uint64_t /*after*/,
+                              const RecordsVoided& /*voided*/) {}
 };
 
 // The worker's BackendChannel behind that seam. REQUIRES: the channel outlives this.
@@ -65,9 +66,9 @@ class BackendRequestChannel final : public RequestChannel {
   bool HandlelessListings() const override { return channel_->HandlelessListings(); }
   bool CanDetach() const override { return channel_->CanDetach(); }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq, uint64_t gate,
-                      uint64_t after) override {
-    channel_->SubmitDetached(header, parts, nparts, received_ns, seq, gate, after);
+                      uint64_t received_ns, uint64_t seq, uint64_t gate, uint64_t after,
+                      const RecordsVoided& voided) override {
+    channel_->SubmitDetached(header, parts, nparts, received_ns, seq, gate, after, voided);
   }
 
  private:

@@ -56,8 +56,8 @@ class RecordingChannel final : public RequestChannel {
   bool CanDetach() const override { return detach; }
   bool HandlelessListings() const override { return handleless; }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
-                      uint64_t received_ns, uint64_t seq, uint64_t gate,
-                      uint64_t /*after*/) override {
+                      uint64_t received_ns, uint64_t seq, uint64_t gate, uint64_t /*after*/,
+                      const RecordsVoided& /*voided*/) override {
     Submitted call{PendingReply{}, header, "", nparts, received_ns};
     for (int i = 0; i < nparts; ++i) {
       call.body.append(static_cast<const char*>(parts[i].iov_base), parts[i].iov_len);

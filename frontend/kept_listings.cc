@@ -24,7 +24,7 @@ bool KeptListings::KeepAtOpen(uint64_t dir, uint64_t now_ns) {
     // The kernel drops its copy at this open; a READDIR still in flight may put back what it
     // read before the change.
     d.filled = false;
-    d.poisoned = d.in_flight != 0;
+    d.poisoned = d.in_flight != 0 || (d.ended_ns != 0 && now_ns - d.ended_ns < kLandingNs);
   }
   return keep;
 }
@@ -42,9 +42,12 @@ void KeptListings::ListingSent(uint64_t dir, bool changes_unsettled, uint64_t no
   if (changes_unsettled) d.poisoned = true;
 }
 
-void KeptListings::ListingEnded(uint64_t dir) {
+void KeptListings::ListingEnded(uint64_t dir, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
-  if (Dir* d = FindLocked(dir, /*create=*/false); d != nullptr && d->in_flight != 0) --d->in_flight;
+  Dir* d = FindLocked(dir, /*create=*/false);
+  if (d == nullptr) return;
+  if (d->in_flight != 0) --d->in_flight;
+  d->ended_ns = now_ns;
 }
 
 void KeptListings::Changed(uint64_t dir) {

@@ -17,8 +17,9 @@
 // `lifetime` ago (the entry lifetime: the names' dentries and attributes, which a kept listing
 // does not bring again, were given with it). Otherwise the OPENDIR is answered without
 // FOPEN_KEEP_CACHE, the kernel drops what it kept, and the READDIRs of that open fill it anew.
-// A READDIR still in flight at such a drop may fill the new copy with what it read before:
-// that copy is never kept.
+// A READDIR still in flight at such a drop, or answered less than a second before it (the
+// kernel uses an answer when its task runs again), may fill the new copy with what it read
+// before: that copy is never kept.
 // Forgotten when a connection to the server is lost or re-established, when invalidations may
 // have been lost (Reset, as CompleteDirs), and never used while the server pushes none
 // (Disable). Fed by CompleteDirs, which hears of the same events. Thread-safe.
@@ -45,7 +46,7 @@ class KeptListings {
   // copy); `changes_unsettled`: a change of this mount was sent and not settled
   // (CompleteDirs::unsettled). ListingEnded when it is answered, however.
   void ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns);
-  void ListingEnded(uint64_t dir);
+  void ListingEnded(uint64_t dir, uint64_t now_ns);
   // A name in `dir` may have changed, or the directory itself: a pushed invalidation, a
   // request of this mount that changes a name in it is about to be sent, or the kernel forgot
   // the directory (its copy went with the inode).
@@ -59,8 +60,13 @@ class KeptListings {
   size_t dirs() const;
 
  private:
+  // An answer handed to the kernel is used when its task runs again: until then it may still
+  // fill the kernel's copy (KernelNotifier bounds such landings by a second too).
+  static constexpr uint64_t kLandingNs = 1'000'000'000;
+
   struct Dir {
     uint64_t changed = 0;    // seq_ when a change was last heard of
+    uint64_t ended_ns = 0;   // when a READDIR's answer last went to the kernel
     uint64_t fill_from = 0;  // seq_ of the oldest READDIR that may be in the kernel's copy
     uint64_t fill_ns = 0;    // when that READDIR was sent
     uint32_t in_flight = 0;  // READDIRs sent and not answered

@@ -225,7 +225,13 @@ void KernelNotifier::Deliver(const wire::Invalidation& inv, absl::Time now, Coun
   if (xattrs_ != nullptr && inv.kind == wire::InvalidationKind::kInode) {
     xattrs_->Drop(inv.nodeid);
   }
-  const int err = Write(inv);
+  wire::Invalidation written = inv;
+  if (inv.kind == wire::InvalidationKind::kInode && inv.offset < 0 &&
+      dir_due_.contains(inv.nodeid)) {
+    // It stands in for the directory's fallback (erased below): the kept listing goes too.
+    written.offset = 0;
+  }
+  const int err = Write(written);
   if (inv.kind == wire::InvalidationKind::kInode) {
     // Also covers a change of the directory's names that was waiting for it.
     const bool fallback = dir_due_.erase(inv.nodeid) > 0 && directory_fallback;

@@ -79,6 +79,21 @@ TEST_F(NotifierRepeatTest, NothingIsRepeatedWhenNoAnswerWasOnItsWay) {
   EXPECT_EQ(notifier_.counters().repeated, 0u);
 }
 
+// A pushed attribute invalidation of a directory whose fallback is held back (a name change
+// the kernel had no dentry for) is written in the fallback's place, and so drops the
+// directory's kept listing too (offset 0): the fallback is not written any more.
+TEST_F(NotifierRepeatTest, ADirectorysAttributeInvalidationStandsInForItsHeldFallback) {
+  FakeKernel kernel(/*misses=*/1);
+  Start(&kernel);
+  const wire::Invalidation dir_attrs{wire::InvalidationKind::kInode, 1, -1, 0, {}};
+  notifier_.Post({dir_attrs});  // holds the directory's fallback for a second
+  notifier_.Post({name_});      // no dentry: the fallback is due in about a second
+  notifier_.Post({dir_attrs});  // before that
+  Settle(kernel, 3);
+  EXPECT_EQ(kernel.writes_of(dir_), 1u) << "the kept listing was never dropped";
+  EXPECT_EQ(kernel.writes_of(dir_attrs), 1u);
+}
+
 TEST_F(NotifierRepeatTest, AMissIsRepeatedWhileAnAnswerIsInFlightUntilItLands) {
   FakeKernel kernel(/*misses=*/2);  // each notification's first write and first repeat miss
   Start(&kernel);
