@@ -225,7 +225,9 @@ class Harness : public ReplySink {
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
   // An UNLINK of `name` in `dir` answered early (AsyncRemovals `seq`): the channel owns it.
-  void SendDetached(uint64_t unique, const std::string& name, uint64_t dir, uint64_t seq) {
+  // `voided`: what the forwarder decided it makes stale among write records (RecordSending).
+  void SendDetached(uint64_t unique, const std::string& name, uint64_t dir, uint64_t seq,
+                    const RecordsVoided& voided = {}) {
     fuse_in_header in{};
     in.opcode = FUSE_UNLINK;
     in.unique = unique;
@@ -233,7 +235,7 @@ class Harness : public ReplySink {
     std::string payload = name + std::string(1, '\0');
     iovec part{payload.data(), payload.size()};
     ASSERT_TRUE(channel_->CanDetach());
-    channel_->SubmitDetached(in, &part, 1, MonotonicNs(), seq);
+    channel_->SubmitDetached(in, &part, 1, MonotonicNs(), seq, 0, 0, voided);
   }
   // Runs completions until `done()` (or a generous deadline).
   void RunUntil(const std::function<bool()>& done,
@@ -1405,6 +1407,30 @@ TEST(BackendChannelTest, EarlyUnlinksAreSentAgainAndTheirFailuresCounted) {
   EXPECT_EQ(async.outstanding(), 0u);
   EXPECT_EQ(async.failed(), 1u);
   EXPECT_TRUE(h.answers_.empty());
+}
+
+// An early unlink voids write records again when it ends. A WRITE does not wait for early
+// unlinks (IndependentOfUnlinks): one stat'ed at the server before the unlink ran, and answered
+// after it, would answer the next stat with the old link count.
+TEST(BackendChannelTest, AnEarlyUnlinkVoidsWriteRecordsAgainWhenItEnds) {
+  ScriptedServer server([](int fd) {
+    const fuse_in_header unlink = ReadRequest(fd);
+    const fuse_in_header write = ReadRequest(fd);  // run first: its record has nlink 1
+    WriteReply(fd, unlink.unique, 0, Trailer(7, 100));
+    WriteReply(fd, write.unique, 0, Written(9, 100, 4));
+    ReadRequest(fd);
+  });
+  AsyncHarness ah(server.address());
+  Harness& h = ah.h;
+  const RecordsVoided unlink{.names = true};
+  ah.cache.Apply(unlink);  // as the forwarder does when it sends it (RecordSending)
+  h.SendDetached(30, "f", 7, ah.async.Begin(7, MonotonicNs()), unlink);
+  h.SendWrite(0, 31, 9, ah.cache);
+  h.WaitForAnswers(1);
+  ASSERT_EQ(h.answers_.count(0), 1u);
+  EXPECT_EQ(h.answers_[0].header.error, 0);
+  EXPECT_FALSE(ah.cache.Take(9, MonotonicNs()).has_value())
+      << "the write was stat'ed before the unlink ran";
 }
 
 // A request gated on an unlink another channel (another queue, another connection) carries is
