@@ -305,6 +305,9 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     Answer(slot, -EINTR, 0, ReplyOrigin::kInterrupted);
     return;
   }
+  if (!IsDetached(slot) && !reply.local && MayBeInterrupted(header, parts, nparts)) {
+    r.probe_ns = received_ns + kSignalProbeNs;
+  }
   r.stage = Stage::kWaiting;
   waiting_.push_back(slot);
   if (!IsDetached(slot) || header.opcode == FUSE_WRITE) {
@@ -454,6 +457,48 @@ void BackendChannel::EndDyingLocals() {
     }
   }
   for (uint32_t slot : dying) {
+    ++interrupted_;
+    End(slot, EINTR, ReplyOrigin::kInterrupted);
+  }
+}
+
+bool BackendChannel::MayBeInterrupted(const fuse_in_header& header, const iovec* parts,
+                                      int nparts) {
+  // What the kernel sends in the background (no caller waits in it) or on its own behalf is
+  // never interrupted: a RELEASE's caller has gone on, and a write-back WRITE failed for a
+  // signal would lose the page's data.
+  switch (header.opcode) {
+    case FUSE_RELEASE:
+    case FUSE_RELEASEDIR:
+    case FUSE_FORGET:
+    case FUSE_BATCH_FORGET:
+    case FUSE_INTERRUPT:
+    case FUSE_INIT:
+    case FUSE_DESTROY:
+      return false;
+    case FUSE_WRITE: {
+      if (nparts < 1 || parts[0].iov_len < sizeof(fuse_write_in)) return false;
+      fuse_write_in in;
+      std::memcpy(&in, parts[0].iov_base, sizeof(in));
+      return (in.write_flags & FUSE_WRITE_CACHE) == 0;
+    }
+    default:
+      return header.pid != 0;
+  }
+}
+
+void BackendChannel::EndSignalledCallers(uint64_t now) {
+  std::vector<uint32_t> signalled;
+  for (uint32_t slot = 0; slot < records_.size(); ++slot) {
+    Record* r = records_[slot].get();
+    if (r == nullptr || r->stage == Stage::kFree || r->end_error != 0 || r->probe_ns == 0 ||
+        now < r->probe_ns) {
+      continue;
+    }
+    r->probe_ns = now + kSignalProbeNs;
+    if (CallerSignalled(static_cast<pid_t>(r->header.pid))) signalled.push_back(slot);
+  }
+  for (uint32_t slot : signalled) {
     ++interrupted_;
     End(slot, EINTR, ReplyOrigin::kInterrupted);
   }
@@ -1131,6 +1176,7 @@ void BackendChannel::OnTick() {
   if (config_.async != nullptr && config_.async->writes() && !waiting_.empty()) {
     EndDyingLocals();
   }
+  if (config_.interrupts != nullptr && live_ > 0) EndSignalledCallers(now);
   if (config_.request_timeout.count() > 0 && live_ > 0) {
     uint32_t expired = 0;
     for (uint32_t slot = 0; slot < records_.size(); ++slot) {

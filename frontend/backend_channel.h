@@ -253,6 +253,7 @@ class BackendChannel {
     ReplyOrigin end_origin = ReplyOrigin::kServer;
     uint64_t unique = 0;
     uint64_t deadline_ns = 0;  // 0: none
+    uint64_t probe_ns = 0;     // when to look for a signal its INTERRUPT was lost for; 0: never
     PendingReply reply;
     fuse_in_header header{};
     iovec iov[4]{};
@@ -308,6 +309,10 @@ class BackendChannel {
   static constexpr uint64_t kDrainOver = ~0ull;  // KeepForDetached gave up
   // Detached records owed longer than this are logged (again at most this often).
   static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
+  // A request still unanswered this long has its caller looked at for a signal whose INTERRUPT
+  // the kernel lost (caller_state.h), and again as often while it waits. Far beyond the
+  // INTERRUPT's own way (the next tick), and a /proc read per second per waiting request.
+  static constexpr uint64_t kSignalProbeNs = 1'000'000'000;
   // Detached records are sent kDetachedBatch at a time, or at most
   // BackendConfig::detached_batch_wait after the first waited (sooner with any other request):
   // the caller does not wait for them, and each send wakes the server, which on loopback costs
@@ -386,6 +391,11 @@ class BackendChannel {
   // Ends with EINTR the waiting local records whose caller is dying (caller_state.h), or was
   // interrupted and cannot be looked at. Each tick.
   void EndDyingLocals();
+  // Whether the kernel may interrupt this request: a caller waits in it (caller_state.h).
+  static bool MayBeInterrupted(const fuse_in_header& header, const iovec* parts, int nparts);
+  // Ends with EINTR the requests unanswered for kSignalProbeNs whose caller has a signal pending
+  // that the kernel sent no INTERRUPT for (caller_state.h). Each tick.
+  void EndSignalledCallers(uint64_t now);
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   uint32_t window() const;

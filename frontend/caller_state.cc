@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace ringfs::frontend {
@@ -52,20 +53,63 @@ CallerState CallerStateFromStat(std::string_view stat) {
   return CallerState::kAlive;
 }
 
-CallerState CallerStateOf(pid_t tid) {
-  if (tid <= 0) return CallerState::kUnknown;
-  // The thread's own view (not the whole process's): cheaper, and its own pending signals.
+namespace {
+
+// The thread's own view of /proc/<tid>/<file> (not the whole process's: cheaper, and its own
+// pending signals) into `buf`; empty if it cannot be read. A thread waiting for a request cannot
+// be gone: not found means it is hidden from us (hidepid=, another pid namespace's /proc).
+std::string_view ReadThreadFile(pid_t tid, const char* file, char* buf, size_t size) {
+  if (tid <= 0) return {};
   const std::string id = std::to_string(tid);
-  const std::string path = "/proc/" + id + "/task/" + id + "/stat";
+  const std::string path = "/proc/" + id + "/task/" + id + "/" + file;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  // A thread waiting for its close cannot be gone: not found means it is hidden from us
-  // (hidepid=, another pid namespace's /proc).
-  if (fd < 0) return CallerState::kUnknown;
-  char buf[1024];  // about 300 bytes: comm is at most 64
-  const ssize_t n = ::read(fd, buf, sizeof(buf));
+  if (fd < 0) return {};
+  const ssize_t n = ::read(fd, buf, size);
   ::close(fd);
-  if (n <= 0) return CallerState::kUnknown;
-  return CallerStateFromStat({buf, static_cast<size_t>(n)});
+  return n > 0 ? std::string_view(buf, static_cast<size_t>(n)) : std::string_view();
+}
+
+// The number after "\n<key>" (the key includes its colon), in `base`; nullopt if absent.
+std::optional<uint64_t> StatusField(std::string_view status, std::string_view key, int base) {
+  size_t at = 0;
+  while (true) {
+    at = status.find(key, at);
+    if (at == std::string_view::npos) return std::nullopt;
+    if (at == 0 || status[at - 1] == '\n') break;
+    at += key.size();
+  }
+  const std::string value(status.substr(at + key.size(), 32));
+  char* end = nullptr;
+  const uint64_t parsed = std::strtoull(value.c_str(), &end, base);
+  if (end == value.c_str()) return std::nullopt;
+  return parsed;
+}
+
+}  // namespace
+
+CallerState CallerStateOf(pid_t tid) {
+  char buf[1024];  // about 300 bytes: comm is at most 64
+  const std::string_view stat = ReadThreadFile(tid, "stat", buf, sizeof(buf));
+  if (stat.empty()) return CallerState::kUnknown;
+  return CallerStateFromStat(stat);
+}
+
+bool SignalledFromStatus(std::string_view status) {
+  const std::optional<uint64_t> own = StatusField(status, "SigPnd:", 16);
+  const std::optional<uint64_t> shared = StatusField(status, "ShdPnd:", 16);
+  const std::optional<uint64_t> blocked = StatusField(status, "SigBlk:", 16);
+  const std::optional<uint64_t> threads = StatusField(status, "Threads:", 10);
+  if (!own || !shared || !blocked || !threads) return false;
+  if ((*own & ~*blocked) != 0) return true;
+  // A process-wide signal wakes one thread that does not block it: with one thread, this one.
+  // With more it may be another's, which the kernel does not interrupt this request for.
+  return *threads == 1 && (*shared & ~*blocked) != 0;
+}
+
+bool CallerSignalled(pid_t tid) {
+  char buf[4096];  // about 1,500 bytes
+  const std::string_view status = ReadThreadFile(tid, "status", buf, sizeof(buf));
+  return !status.empty() && SignalledFromStatus(status);
 }
 
 }  // namespace ringfs::frontend

@@ -2,9 +2,11 @@
 #include "frontend/caller_state.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 namespace ringfs::frontend {
@@ -46,6 +48,51 @@ TEST(CallerStateTest, TheRunningTestIsAlive) {
   EXPECT_EQ(CallerStateOf(::gettid()), CallerState::kAlive);
   EXPECT_EQ(CallerStateOf(0), CallerState::kUnknown) << "outside the pid namespace";
   EXPECT_EQ(CallerStateOf(999999999), CallerState::kUnknown) << "not visible";
+}
+
+// The signal lines of /proc/<tid>/status (hex masks: bit n-1 is signal n).
+std::string Status(uint64_t own, uint64_t shared, uint64_t blocked, int threads) {
+  char text[512];
+  std::snprintf(text, sizeof(text),
+                "Name:\tcat\nState:\tD (disk sleep)\nThreads:\t%d\nSigQ:\t1/96367\n"
+                "SigPnd:\t%016llx\nShdPnd:\t%016llx\nSigBlk:\t%016llx\n"
+                "SigIgn:\t0000000000000000\nSigCgt:\t0000000000000200\n",
+                threads, static_cast<unsigned long long>(own),
+                static_cast<unsigned long long>(shared), static_cast<unsigned long long>(blocked));
+  return text;
+}
+
+TEST(CallerStateTest, SignalledWhenASignalItDoesNotBlockWaits) {
+  const uint64_t usr1 = uint64_t{1} << (SIGUSR1 - 1);
+  const uint64_t kill = uint64_t{1} << (SIGKILL - 1);
+  EXPECT_FALSE(SignalledFromStatus(Status(0, 0, 0, 1)));
+  EXPECT_TRUE(SignalledFromStatus(Status(usr1, 0, 0, 4))) << "sent to the thread";
+  EXPECT_TRUE(SignalledFromStatus(Status(0, usr1, 0, 1))) << "sent to its one-thread process";
+  EXPECT_FALSE(SignalledFromStatus(Status(0, usr1, 0, 4)))
+      << "sent to a process whose other threads may take it";
+  EXPECT_FALSE(SignalledFromStatus(Status(usr1, usr1, usr1, 1))) << "blocked";
+  EXPECT_TRUE(SignalledFromStatus(Status(kill, 0, usr1, 8))) << "killed: every thread has SIGKILL";
+  EXPECT_FALSE(SignalledFromStatus("Name:\tcat\nSigPnd:\t0000000000000100\n")) << "cut short";
+  EXPECT_FALSE(SignalledFromStatus("garbage"));
+  // A key inside another line is not the field.
+  EXPECT_FALSE(SignalledFromStatus("Name:\tSigPnd: 100\n" + Status(0, 0, 0, 1)));
+}
+
+TEST(CallerStateTest, TheRunningTestHasNoSignalWaiting) {
+  EXPECT_FALSE(CallerSignalled(::gettid()));
+  EXPECT_FALSE(CallerSignalled(0));
+  EXPECT_FALSE(CallerSignalled(999999999));
+  // A signal it blocks waits, and is not counted; the same one unblocked would be.
+  sigset_t usr2, old;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &usr2, &old), 0);
+  ASSERT_EQ(::tgkill(::getpid(), ::gettid(), SIGUSR2), 0);
+  EXPECT_FALSE(CallerSignalled(::gettid()));
+  siginfo_t info;
+  const timespec none{0, 0};
+  EXPECT_EQ(sigtimedwait(&usr2, &info, &none), SIGUSR2);
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, &old, nullptr), 0);
 }
 
 }  // namespace

@@ -215,6 +215,7 @@ class HardMountTest : public MountedTest {
     return o;
   }
   void TearDown() override {
+    if (env_ && env_->mount_process()) env_->mount_process()->Signal(SIGCONT);
     if (env_ && env_->server_process()) env_->server_process()->Signal(SIGCONT);
     MountedTest::TearDown();
   }
@@ -308,6 +309,53 @@ TEST_P(HardMountTest, DirectIoCallersCanBeInterruptedAndKilled) {
   env_->server_process()->Signal(SIGCONT);
   if (!status) (void)WaitChild(interrupted, seconds(10));
   if (!killed_status) (void)WaitChild(killed, seconds(10));
+  ::close(fd);
+}
+
+// A caller signalled after its request reached the kernel's queue and before ringfs-mount took
+// it. On the ring the kernel sends no INTERRUPT for it (it marks a request sent only when the
+// mount's thread copies it, and does not then look whether the caller was interrupted, as a
+// /dev/fuse read does), and a killed caller's wait becomes uninterruptible: with the server
+// stopped on a hard mount, both waited until the server came back (seen in CI once, reproduced
+// here every time by stopping the mount, so no thread of it takes the requests). ringfs-mount
+// looks at a request's caller once it has waited a second (caller_state.h) and answers EINTR.
+// On classic the kernel itself sends the INTERRUPT when the request is read.
+TEST_P(HardMountTest, CallersSignalledBeforeTheMountTookTheirRequestsEnd) {
+  ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
+  int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  ASSERT_GE(fd, 0) << ErrnoName(errno);
+  alignas(4096) static char buffer[4096];
+  ASSERT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  ASSERT_TRUE(StopAndWait(env_->mount_process()));
+  pid_t interrupted = ForkReader(fd);
+  pid_t killed = ForkReader(fd);
+  for (pid_t pid : {interrupted, killed}) {
+    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
+        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
+  }
+  ::kill(interrupted, SIGUSR1);
+  ::kill(killed, SIGKILL);
+  std::this_thread::sleep_for(milliseconds(200));
+  env_->mount_process()->Signal(SIGCONT);
+  std::optional<int> status = WaitChild(interrupted, milliseconds(3000));
+  EXPECT_TRUE(status.has_value()) << "a caller signalled before the mount took its request "
+                                  << "stays blocked: state " << ProcessState(interrupted);
+  if (status) {
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == EINTR) << DescribeWaitStatus(*status);
+  }
+  std::optional<int> killed_status = WaitChild(killed, milliseconds(3000));
+  EXPECT_TRUE(killed_status.has_value()) << "a caller killed before the mount took its request "
+                                         << "survives: state " << ProcessState(killed);
+  if (killed_status) {
+    EXPECT_TRUE(WIFSIGNALED(*killed_status) && WTERMSIG(*killed_status) == SIGKILL)
+        << DescribeWaitStatus(*killed_status);
+  }
+  // The mount still serves: the server comes back and a read gets the data.
+  env_->server_process()->Signal(SIGCONT);
+  if (!status) (void)WaitChild(interrupted, seconds(10));
+  if (!killed_status) (void)WaitChild(killed, seconds(10));
+  EXPECT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
   ::close(fd);
 }
 
