@@ -37,6 +37,14 @@ bool ParseInvalidations(std::span<const char> body, std::vector<Invalidation>* o
     inv.nodeid = rec.nodeid;
     inv.offset = rec.offset;
     inv.length = rec.length;
+    if (rec.kind == static_cast<uint32_t>(InvalidationKind::kReset)) {
+      if (rec.nodeid != 0 || rec.namelen != 0 || rec.offset != -1 || rec.length != 0) {
+        return false;
+      }
+      inv.kind = InvalidationKind::kReset;
+      out->push_back(std::move(inv));
+      continue;
+    }
     if (rec.nodeid == 0) return false;
     if (rec.kind == static_cast<uint32_t>(InvalidationKind::kInode)) {
       if (rec.namelen != 0 || rec.offset < -1 || rec.length < 0) return false;

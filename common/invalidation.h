@@ -34,6 +34,11 @@ enum class InvalidationKind : uint32_t {
   // The name `name` in directory `nodeid` (it was created, removed or renamed): the kernel
   // forgets the cached dentry (positive or negative).
   kEntry = 2,
+  // Everything: the server lost track of changes that may concern what this client caches (its
+  // export watch's event queue overflowed, or more records waited for the client than their
+  // bound). The client drops all it cached, as after a lost connection. nodeid 0, offset -1,
+  // length 0, no name. Sent only to a client that asked (ClientHello.want_cache_resets).
+  kReset = 3,
 };
 
 struct InvalidationRecord {

@@ -16,6 +16,7 @@ TEST(InvalidationTest, RoundTrip) {
       {InvalidationKind::kInode, 9, 4096, 8192, ""},
       {InvalidationKind::kEntry, 12, -1, 0, std::string(255, 'x')},
       {InvalidationKind::kEntry, 12, -1, 0, "eight888"},
+      {InvalidationKind::kReset, 0, -1, 0, ""},
   };
   std::string body;
   size_t expected = 0;
@@ -46,7 +47,9 @@ TEST(InvalidationTest, RejectsMalformed) {
     std::memcpy(body.data(), &rec, sizeof(rec));
     return ParseInvalidations(Span(body), &out);
   };
-  EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.kind = 3; }));
+  EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.kind = 4; }));
+  EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.kind = 3; }))
+      << "a reset with a node and a name";
   EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.nodeid = 0; }));
   EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.namelen = 0; }));
   EXPECT_FALSE(mutate([](InvalidationRecord& r, std::string&) { r.namelen = 300; }));
@@ -71,6 +74,17 @@ TEST(InvalidationTest, RejectsMalformed) {
   rec.offset = -2;
   std::memcpy(inode.data(), &rec, sizeof(rec));
   EXPECT_FALSE(ParseInvalidations(Span(inode), &out));
+  // A reset names nothing: no node, no range.
+  for (auto change :
+       {+[](InvalidationRecord& r) { r.nodeid = 1; }, +[](InvalidationRecord& r) { r.offset = 0; },
+        +[](InvalidationRecord& r) { r.length = 1; }}) {
+    std::string reset;
+    AppendInvalidation({InvalidationKind::kReset, 0, -1, 0, ""}, reset);
+    std::memcpy(&rec, reset.data(), sizeof(rec));
+    change(rec);
+    std::memcpy(reset.data(), &rec, sizeof(rec));
+    EXPECT_FALSE(ParseInvalidations(Span(reset), &out));
+  }
 }
 
 }  // namespace

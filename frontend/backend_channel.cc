@@ -90,6 +90,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
   hello.set_want_dir_attrs(config.dir_attrs != nullptr);
   hello.set_want_node_handles(config.ledger != nullptr);
   hello.set_want_invalidations(config.notifier != nullptr);
+  hello.set_want_cache_resets(config.notifier != nullptr);
   hello.set_want_empty_dir_hints(config.dir_attrs != nullptr && config.dirs != nullptr &&
                                  config.notifier != nullptr);
   hello.set_want_listing_attrs(config.dir_attrs != nullptr);
@@ -305,7 +306,11 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     Answer(slot, -EINTR, 0, ReplyOrigin::kInterrupted);
     return;
   }
-  if (!IsDetached(slot) && !reply.local && MayBeInterrupted(header, parts, nparts)) {
+  // Only where the kernel may lose its INTERRUPT (ring entries), and only for what the kernel
+  // would interrupt: a request its caller waits in. Background requests (readahead, write-back,
+  // async direct I/O, RELEASE) never are: their sender has gone on.
+  if (config_.probe_signals && reply.caller_waits && header.pid != 0 && !IsDetached(slot) &&
+      !reply.local) {
     r.probe_ns = received_ns + kSignalProbeNs;
   }
   r.stage = Stage::kWaiting;
@@ -459,31 +464,6 @@ void BackendChannel::EndDyingLocals() {
   for (uint32_t slot : dying) {
     ++interrupted_;
     End(slot, EINTR, ReplyOrigin::kInterrupted);
-  }
-}
-
-bool BackendChannel::MayBeInterrupted(const fuse_in_header& header, const iovec* parts,
-                                      int nparts) {
-  // What the kernel sends in the background (no caller waits in it) or on its own behalf is
-  // never interrupted: a RELEASE's caller has gone on, and a write-back WRITE failed for a
-  // signal would lose the page's data.
-  switch (header.opcode) {
-    case FUSE_RELEASE:
-    case FUSE_RELEASEDIR:
-    case FUSE_FORGET:
-    case FUSE_BATCH_FORGET:
-    case FUSE_INTERRUPT:
-    case FUSE_INIT:
-    case FUSE_DESTROY:
-      return false;
-    case FUSE_WRITE: {
-      if (nparts < 1 || parts[0].iov_len < sizeof(fuse_write_in)) return false;
-      fuse_write_in in;
-      std::memcpy(&in, parts[0].iov_base, sizeof(in));
-      return (in.write_flags & FUSE_WRITE_CACHE) == 0;
-    }
-    default:
-      return header.pid != 0;
   }
 }
 
@@ -1833,7 +1813,13 @@ void BackendChannel::FinishReply() {
       return;
     }
     if (config_.async != nullptr) {
-      for (const wire::Invalidation& record : records) config_.async->Forget(record.nodeid);
+      for (const wire::Invalidation& record : records) {
+        if (record.kind == wire::InvalidationKind::kReset) {
+          config_.async->ForgetAll();
+        } else {
+          config_.async->Forget(record.nodeid);
+        }
+      }
     }
     config_.notifier->Post(std::move(records));
     return;

@@ -103,6 +103,11 @@ struct BackendConfig {
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;
+  // FUSE_ASYNC_DIO agreed: direct I/O comes as background requests (queue/request_class.h).
+  bool async_dio = true;
+  // The channel serves ring entries: the kernel may lose a caller's INTERRUPT
+  // (EndSignalledCallers). A /dev/fuse reader's kernel path never does.
+  bool probe_signals = false;
   // Unlinks answered before the server ran them (the async_unlink option); null: off.
   AsyncRemovals* async = nullptr;
   // The longest a detached record waits for its batch (BackendChannel::kDetachedBatch): tests
@@ -391,8 +396,6 @@ class BackendChannel {
   // Ends with EINTR the waiting local records whose caller is dying (caller_state.h), or was
   // interrupted and cannot be looked at. Each tick.
   void EndDyingLocals();
-  // Whether the kernel may interrupt this request: a caller waits in it (caller_state.h).
-  static bool MayBeInterrupted(const fuse_in_header& header, const iovec* parts, int nparts);
   // Ends with EINTR the requests unanswered for kSignalProbeNs whose caller has a signal pending
   // that the kernel sent no INTERRUPT for (caller_state.h). Each tick.
   void EndSignalledCallers(uint64_t now);

@@ -47,29 +47,46 @@ CallerState CallerStateFromStat(std::string_view stat) {
   if (state == 'Z' || state == 'X' || (pending & kill) != 0) return CallerState::kDying;
   // Exiting: killed by a signal (a SIGKILL is no longer pending then) is dying; a plain exit()
   // closes its files like close() does, and waits for them (close-to-open).
-  if ((flags & kPfExiting) != 0 && (exit_code < 0 || (exit_code & 0x7f) != 0)) {
-    return CallerState::kDying;
+  if ((flags & kPfExiting) != 0) {
+    return exit_code < 0 || (exit_code & 0x7f) != 0 ? CallerState::kDying : CallerState::kExiting;
   }
   return CallerState::kAlive;
 }
 
 namespace {
 
+// Whether /proc shows this process's pid namespace, the one the kernel gives callers' ids in
+// (the mount's): else /proc/<tid> would be some other process. Looked at once.
+bool ProcIsOurs() {
+  static const bool ours = [] {
+    char link[32] = {};
+    const ssize_t n = ::readlink("/proc/self", link, sizeof(link) - 1);
+    return n > 0 && std::string(link, static_cast<size_t>(n)) == std::to_string(::getpid());
+  }();
+  return ours;
+}
+
 // The thread's own view of /proc/<tid>/<file> (not the whole process's: cheaper, and its own
-// pending signals) into `buf`; empty if it cannot be read. A thread waiting for a request cannot
-// be gone: not found means it is hidden from us (hidepid=, another pid namespace's /proc).
-std::string_view ReadThreadFile(pid_t tid, const char* file, char* buf, size_t size) {
-  if (tid <= 0) return {};
+// pending signals), whole; empty if it cannot be read. A thread waiting for a request cannot be
+// gone: not found means it is hidden from us (hidepid=, another pid namespace's /proc).
+std::string ReadThreadFile(pid_t tid, const char* file) {
+  if (tid <= 0 || !ProcIsOurs()) return {};
   const std::string id = std::to_string(tid);
   const std::string path = "/proc/" + id + "/task/" + id + "/" + file;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
-  const ssize_t n = ::read(fd, buf, size);
+  std::string text;
+  char buf[4096];
+  // To the end: a status with many supplementary groups runs past one page.
+  for (ssize_t n; text.size() < (1u << 20) && (n = ::read(fd, buf, sizeof(buf))) > 0;) {
+    text.append(buf, static_cast<size_t>(n));
+  }
   ::close(fd);
-  return n > 0 ? std::string_view(buf, static_cast<size_t>(n)) : std::string_view();
+  return text;
 }
 
-// The number after "\n<key>" (the key includes its colon), in `base`; nullopt if absent.
+// The number after "\n<key>" (the key includes its colon), in `base`, which must end its line;
+// nullopt if absent or cut short.
 std::optional<uint64_t> StatusField(std::string_view status, std::string_view key, int base) {
   size_t at = 0;
   while (true) {
@@ -78,18 +95,19 @@ std::optional<uint64_t> StatusField(std::string_view status, std::string_view ke
     if (at == 0 || status[at - 1] == '\n') break;
     at += key.size();
   }
-  const std::string value(status.substr(at + key.size(), 32));
+  const size_t line_end = status.find('\n', at);
+  if (line_end == std::string_view::npos) return std::nullopt;
+  const std::string value(status.substr(at + key.size(), line_end - at - key.size()));
   char* end = nullptr;
   const uint64_t parsed = std::strtoull(value.c_str(), &end, base);
-  if (end == value.c_str()) return std::nullopt;
+  if (end == value.c_str() || *end != '\0') return std::nullopt;
   return parsed;
 }
 
 }  // namespace
 
 CallerState CallerStateOf(pid_t tid) {
-  char buf[1024];  // about 300 bytes: comm is at most 64
-  const std::string_view stat = ReadThreadFile(tid, "stat", buf, sizeof(buf));
+  const std::string stat = ReadThreadFile(tid, "stat");
   if (stat.empty()) return CallerState::kUnknown;
   return CallerStateFromStat(stat);
 }
@@ -107,8 +125,16 @@ bool SignalledFromStatus(std::string_view status) {
 }
 
 bool CallerSignalled(pid_t tid) {
-  char buf[4096];  // about 1,500 bytes
-  const std::string_view status = ReadThreadFile(tid, "status", buf, sizeof(buf));
+  switch (CallerStateOf(tid)) {
+    case CallerState::kDying:
+      return true;
+    case CallerState::kAlive:
+      break;
+    case CallerState::kExiting:  // the kernel does not interrupt its exit's closes for a signal
+    case CallerState::kUnknown:
+      return false;
+  }
+  const std::string status = ReadThreadFile(tid, "status");
   return !status.empty() && SignalledFromStatus(status);
 }
 

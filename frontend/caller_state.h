@@ -23,12 +23,15 @@
 
 namespace ringfs::frontend {
 
-enum class CallerState { kAlive, kDying, kUnknown };
+// kExiting: in a plain exit(), which waits for its files like close().
+enum class CallerState { kAlive, kDying, kExiting, kUnknown };
 
 // From the text of /proc/<tid>/stat: SIGKILL pending, a zombie, or exiting (PF_EXITING) with a
-// signal as its exit code (or none shown) is kDying; text that does not parse is kUnknown.
+// signal as its exit code (or none shown) is kDying; exiting with an exit status is kExiting;
+// text that does not parse is kUnknown.
 CallerState CallerStateFromStat(std::string_view stat);
-// kUnknown for tid 0 (a caller outside the mount's pid namespace) or a file that cannot be read.
+// kUnknown for tid 0 (a caller outside the mount's pid namespace), a file that cannot be read,
+// or a /proc of another pid namespace than ringfs-mount's.
 CallerState CallerStateOf(pid_t tid);
 
 // From the text of /proc/<tid>/status: a signal it does not block is pending for the thread
@@ -36,7 +39,9 @@ CallerState CallerStateOf(pid_t tid);
 // (ShdPnd) when the process has no other thread that could take it. Text without these fields
 // is false.
 bool SignalledFromStatus(std::string_view status);
-// False for tid 0 or a file that cannot be read.
+// Dying (CallerStateOf), or alive and SignalledFromStatus. False for an exiting caller (the
+// kernel does not interrupt the closes of exit() for a late signal), tid 0, or a file that cannot
+// be read.
 bool CallerSignalled(pid_t tid);
 
 }  // namespace ringfs::frontend

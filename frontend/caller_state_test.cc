@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,7 +31,7 @@ TEST(CallerStateTest, DyingWhenKilledOrExitingByASignal) {
   EXPECT_EQ(CallerStateFromStat(Stat("cp", 'D', 0x400004, 0, SIGKILL)), CallerState::kDying)
       << "PF_EXITING, killed: closing its files from its exit";
   EXPECT_EQ(CallerStateFromStat(Stat("cp", 'D', 0x400004, 0, SIGTERM)), CallerState::kDying);
-  EXPECT_EQ(CallerStateFromStat(Stat("cp", 'D', 0x400004, 0, 3 << 8)), CallerState::kAlive)
+  EXPECT_EQ(CallerStateFromStat(Stat("cp", 'D', 0x400004, 0, 3 << 8)), CallerState::kExiting)
       << "exit(3): waits for its files as a close() does";
   EXPECT_EQ(CallerStateFromStat(Stat("cp", 'D', 0x400004, 1u << 8, 0)), CallerState::kDying)
       << "a plain exit, then killed";
@@ -76,6 +77,32 @@ TEST(CallerStateTest, SignalledWhenASignalItDoesNotBlockWaits) {
   EXPECT_FALSE(SignalledFromStatus("garbage"));
   // A key inside another line is not the field.
   EXPECT_FALSE(SignalledFromStatus("Name:\tSigPnd: 100\n" + Status(0, 0, 0, 1)));
+  // Cut short inside the blocked mask: not read as a shorter mask.
+  std::string cut = Status(usr1, 0, usr1, 1);
+  cut.resize(cut.find("SigBlk:") + 12);
+  EXPECT_FALSE(SignalledFromStatus(cut));
+}
+
+// A stopped process keeps a signal sent to it pending: what the mount sees of a caller signalled
+// while its request waits.
+TEST(CallerStateTest, AStoppedChildWithASignalWaitingIsSignalled) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    struct sigaction action {};
+    action.sa_handler = [](int) {};
+    sigaction(SIGUSR1, &action, nullptr);
+    raise(SIGSTOP);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  ASSERT_TRUE(WIFSTOPPED(status));
+  EXPECT_FALSE(CallerSignalled(child));
+  ASSERT_EQ(kill(child, SIGUSR1), 0);
+  EXPECT_TRUE(CallerSignalled(child)) << "SIGUSR1 waits in its process's ShdPnd";
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
 }
 
 TEST(CallerStateTest, TheRunningTestHasNoSignalWaiting) {

@@ -213,7 +213,8 @@ Forwarder::Config ForwarderConfigOf(const BackendConfig& backend) {
                            .notifier = backend.notifier,
                            .async = backend.async,
                            .dir_ends = backend.dir_ends,
-                           .local_dirs = backend.local_dirs};
+                           .local_dirs = backend.local_dirs,
+                           .async_dio = backend.async_dio};
 }
 
 Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, void* body) {
@@ -252,8 +253,8 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
                   ReplyOrigin::kLocal);
   }
   // Classified first: the answer's latency histogram is chosen by class, local answers too.
-  state->request_class =
-      queue::ClassifyKernelRequest(request.opcode(), request.op_in, request.op_in_size);
+  state->request_class = queue::ClassifyKernelRequest(request.opcode(), request.op_in,
+                                                      request.op_in_size, config_.async_dio);
   bool unlinks_owed = false;
   if (config_.async != nullptr && request.opcode() == FUSE_GETATTR) {
     // A directory with early unlinks outstanding: its attributes as the server last sent them.
@@ -360,6 +361,7 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   PendingReply pending{slot, request.opcode(), reply.data, reply.capacity, bounds.min,
                        bounds.max};
   if (listing_record) pending.record_ticket = config_.dir_attrs->Ticket();
+  pending.caller_waits = state->request_class == queue::RequestClass::kForeground;
   if (config_.dir_attrs != nullptr && wire::IsWrite(request.opcode())) {
     // Its record (write attrs) must not follow what is learned after it was sent.
     pending.record_ticket = config_.dir_attrs->Ticket();

@@ -116,6 +116,7 @@ class Forwarder {
     // Null: every OPENDIR goes to the server. Used while the channel's server lists
     // directories by node (RequestChannel::HandlelessListings).
     LocalDirHandles* local_dirs = nullptr;
+    bool async_dio = true;  // FUSE_ASYNC_DIO agreed (queue::ClassifyKernelRequest)
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)

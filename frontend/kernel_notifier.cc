@@ -50,8 +50,15 @@ void KernelNotifier::Stop() {
 
 void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
   // Before the kernel hears of it: from now on a LOOKUP of the name goes to the server.
+  bool lost = false;
   for (const wire::Invalidation& record : records) {
-    if (record.kind == wire::InvalidationKind::kEntry) {
+    if (record.kind == wire::InvalidationKind::kReset) {
+      lost = true;
+      RINGFS_LOG_WARN(
+          "the server lost track of changes to the export (its watch of the export "
+          "overflowed, or this mount's invalidations waited too long): every cache "
+          "is reset");
+    } else if (record.kind == wire::InvalidationKind::kEntry) {
       if (dirs_ != nullptr) dirs_->AddName(record.nodeid, record.name);
       if (kept_ != nullptr) kept_->DropName(record.nodeid, record.name);
       // The node the name had (unknown here) may have lost a link: no write record of it.
@@ -62,10 +69,10 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
       if (dir_attrs_ != nullptr) dir_attrs_->Drop(record.nodeid);  // again when delivered
     }
   }
-  bool lost = false;
   {
     absl::MutexLock lock(&mu_);
     for (auto& record : records) {
+      if (record.kind == wire::InvalidationKind::kReset) continue;
       if (queue_.size() >= max_queued_) {
         ++counters_.dropped;
         lost = true;
@@ -75,8 +82,9 @@ void KernelNotifier::Post(std::vector<wire::Invalidation> records) {
     }
   }
   if (lost) {
-    // What a lost record would have invalidated is not known: everything goes, the mount's own
-    // knowledge at once, the kernel's when the loop gets to it.
+    // What a lost record (or the changes a reset stands for) would have invalidated is not
+    // known: everything goes, the mount's own knowledge at once, the kernel's when the loop gets
+    // to it.
     if (dirs_ != nullptr) dirs_->Reset();
     if (kept_ != nullptr) kept_->Reset();
     ResetKernelCaches();

@@ -31,7 +31,8 @@
 // repeat that lands counts like an attribute invalidation from the server for the directory
 // fallback's hold.
 // When a connection to the server ended other than by the server's idle close (BackendChannel::
-// Install decides), or the notifier itself dropped records (its queue full, too many repeats
+// Install decides), the server sent a reset record (it lost track of changes:
+// common/invalidation.h), or the notifier itself dropped records (its queue full, too many repeats
 // pending), invalidations may have been lost: those the server had
 // sent on it, those it queued beyond its bound while the mount had no connection, and all of
 // them on a new server instance, which does not know what this mount caches until it reclaims.

@@ -312,5 +312,45 @@ TEST(NotifierLossTest, RecordsTheQueueCannotTakeResetTheKernelsCaches) {
   EXPECT_EQ(counters.written, 2u + 2u + 2u);  // two, then two, and node 5 and the root
 }
 
+// The server lost track of changes (its export watch overflowed): a reset record resets the
+// kernel's caches as a lost record does; it is not written itself, the records beside it are.
+TEST(NotifierLossTest, AResetRecordFromTheServerResetsTheKernelsCaches) {
+  DirAttrCache dir_attrs;
+  KernelNotifier notifier(UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), &dir_attrs, nullptr);
+  std::atomic<int> epochs{0};
+  std::vector<uint64_t> written;
+  absl::Mutex mu;
+  notifier.set_writer_for_test(
+      [&](const wire::Invalidation& inv) {
+        absl::MutexLock lock(&mu);
+        written.push_back(inv.nodeid);
+        return 0;
+      },
+      [&epochs] { return ++epochs, 0; });
+  notifier.set_held_nodes([] { return std::vector<uint64_t>{5}; });
+  notifier.set_submounts([] { return absl::StatusOr<size_t>(size_t{0}); });
+  notifier.Hold();
+  notifier.Start();
+  fuse_attr_out attr{};
+  attr.attr_valid = 60;
+  attr.attr.ctime = 1;
+  dir_attrs.Offer(9, attr, /*now_ns=*/1);
+  std::vector<wire::Invalidation> records(2);
+  records[0].kind = wire::InvalidationKind::kReset;
+  records[1].nodeid = 3;
+  notifier.Post(records);
+  EXPECT_FALSE(dir_attrs.Take(9, 2).has_value()) << "the mount's own copies go at once";
+  notifier.Release();
+  ASSERT_TRUE(notifier.WaitIdle(absl::Seconds(5)));
+  EXPECT_EQ(epochs.load(), 1);
+  KernelNotifier::Counters counters = notifier.counters();
+  EXPECT_EQ(counters.resets, 1u);
+  EXPECT_EQ(counters.dropped, 0u);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(std::count(written.begin(), written.end(), 0u), 0) << "the reset is not written";
+  EXPECT_EQ(std::count(written.begin(), written.end(), 3u), 1);
+  EXPECT_EQ(std::count(written.begin(), written.end(), 5u), 1) << "held nodes are dropped";
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

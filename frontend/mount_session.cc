@@ -145,6 +145,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.dir_ends = dir_ends_.get();
   config.local_dirs = options_.handleless_listings ? local_dirs_.get() : nullptr;
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
+  config.async_dio = (init_.agreed_flags & FUSE_ASYNC_DIO) != 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.write_attrs = options_.write_attrs;
@@ -350,8 +351,11 @@ absl::Status MountSession::StartWorkers() {
                                .reduced_queues = init_.reduced_queues,
                                .return_idle_pages = options_.return_idle_pages};
   engine_ = std::make_unique<QueueEngine>(
-      std::move(topology), fuse_fd_.get(), entries,
-      [this](uint32_t queue) { return MakeBackendConfig(queue, options_.queue_depth); });
+      std::move(topology), fuse_fd_.get(), entries, [this](uint32_t queue) {
+        BackendConfig config = MakeBackendConfig(queue, options_.queue_depth);
+        config.probe_signals = true;
+        return config;
+      });
   return engine_->Start(config);
 }
 

@@ -38,6 +38,9 @@ struct PendingReply {
   uint32_t record_reads = 0;
   // The write records the request made stale when sent, made stale again when it ends.
   RecordsVoided voided;
+  // A caller waits in it (a foreground request, queue/request_class.h): the kernel would
+  // interrupt it on a signal.
+  bool caller_waits = false;
 };
 
 // Bytes after the header that `header.len` announces; nullopt when the length is below the

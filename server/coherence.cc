@@ -89,6 +89,12 @@ size_t Coherence::PublishKeyed(std::span<const KeyedChange> changes) const {
   return PushTo(clients, changes);
 }
 
+size_t Coherence::PublishReset() const {
+  std::vector<std::shared_ptr<ClientState>> clients = registry_->Listeners(nullptr);
+  for (const auto& client : clients) client->invalidations.PushReset();
+  return clients.size();
+}
+
 size_t Coherence::PushTo(std::span<const std::shared_ptr<ClientState>> clients,
                          std::span<const KeyedChange> changes) const {
   size_t pushed = 0;

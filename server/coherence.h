@@ -43,6 +43,9 @@ class Coherence {
   // Pushes changes made by someone other than a client (the export changed on the server,
   // export_watch.h) to every client holding the nodes.
   size_t PublishKeyed(std::span<const KeyedChange> changes) const;
+  // Changes were missed (the export watch's event queue overflowed): every listening client is
+  // told to drop all it caches (InvalidationOutbox::PushReset). Returns how many were told.
+  size_t PublishReset() const;
   // Whether any client listens (else changes need not even be resolved).
   bool HasListeners() const { return !registry_->Listeners(nullptr).empty(); }
 

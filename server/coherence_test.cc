@@ -145,6 +145,11 @@ TEST_F(CoherenceTest, PushesToTheOtherClientsThatHoldTheNodeInTheirIds) {
 
   // An id the origin does not know names nothing.
   EXPECT_EQ(coherence.Publish(*a, ChangesOf(Make(FUSE_SETATTR, 999, SetattrArgs{}))), 0u);
+
+  // The export watch lost events: every listener owes a reset; the deaf client gets nothing.
+  EXPECT_EQ(coherence.PublishReset(), 3u);
+  EXPECT_EQ(deaf->invalidations.pending(), 0u);
+  EXPECT_EQ(wakes_c, 2);
 }
 
 TEST(InvalidationOutboxTest, OneWakeUntilTakenThenPassedOnWhenTheSessionCannotSend) {
@@ -175,8 +180,38 @@ TEST(InvalidationOutboxTest, OneWakeUntilTakenThenPassedOnWhenTheSessionCannotSe
   outbox.AddSink(12, wake);  // a new session gets what waited
   EXPECT_EQ(woken.back(), 12u);
   std::vector<Invalidation> got = outbox.Take(12, true);
-  ASSERT_EQ(got.size(), 3u);
+  ASSERT_EQ(got.size(), 3u) << "a session that does not understand resets gets the newest";
   EXPECT_EQ(got.front().nodeid, 7u);
+}
+
+TEST(InvalidationOutboxTest, WhatOverflowsOrIsMissedBecomesOneReset) {
+  const Invalidation reset{InvalidationKind::kReset, 0, -1, 0, ""};
+  InvalidationOutbox outbox(/*max_pending=*/3);
+  std::vector<uint64_t> woken;
+  auto wake = [&](uint64_t session) { woken.push_back(session); };
+  outbox.PushReset();  // nobody listens yet: nothing owed
+  outbox.AddSink(10, wake, /*resets=*/true);
+  EXPECT_TRUE(woken.empty());
+  outbox.RemoveSink(10);
+  // No session: records wait, and past the bound a reset is owed instead of all of them.
+  for (uint64_t i = 0; i < 5; ++i) outbox.Push({{InvalidationKind::kInode, 5 + i, -1, 0, ""}});
+  EXPECT_EQ(outbox.dropped(), 2u);
+  outbox.AddSink(11, wake, /*resets=*/true);
+  EXPECT_EQ(woken, (std::vector<uint64_t>{11}));
+  EXPECT_EQ(outbox.Take(11, true), (std::vector<Invalidation>{reset}));
+  EXPECT_EQ(outbox.resets(), 1u);
+  // Caught up: records go as records again.
+  outbox.Push({{InvalidationKind::kInode, 20, -1, 0, ""}});
+  EXPECT_EQ(outbox.Take(11, true).size(), 1u);
+  // A reset pushed directly wakes a session by itself, and covers what was queued before it.
+  outbox.Push({{InvalidationKind::kInode, 21, -1, 0, ""}});
+  outbox.PushReset();
+  EXPECT_EQ(woken.size(), 3u) << "one wake for the record and the reset";
+  EXPECT_EQ(outbox.Take(11, true), (std::vector<Invalidation>{reset}));
+  outbox.PushReset();
+  EXPECT_EQ(woken.size(), 4u);
+  EXPECT_EQ(outbox.Take(11, true), (std::vector<Invalidation>{reset}));
+  EXPECT_EQ(outbox.resets(), 3u);
 }
 
 }  // namespace

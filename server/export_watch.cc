@@ -119,8 +119,14 @@ void ExportWatch::Handle(std::span<const char> events) {
     if (meta.fd >= 0) close(meta.fd);  // not with FID reporting, but never leak one
     if (meta.mask & FAN_Q_OVERFLOW) {
       overflows_.fetch_add(1, std::memory_order_relaxed);
-      RINGFS_LOG_WARN("export watch: the kernel's event queue overflowed; changes made on the "
-                      "server directly may be seen only when the clients' caches expire");
+      // Which changes were lost is not known: every client drops all it caches.
+      const size_t told = coherence_->PublishReset();
+      RINGFS_LOG_WARN(
+          "export watch: the kernel's event queue overflowed (more than "
+          "/proc/sys/fs/fanotify/max_queued_events changes waited); %zu clients were "
+          "told to drop their caches (older clients see the changes when their caches "
+          "expire)",
+          told);
       continue;
     }
     if (meta.pid == self) continue;  // a client's request: published by its worker

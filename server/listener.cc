@@ -269,6 +269,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
   reply.set_invalidations(hello.want_invalidations() && client.get() != nullptr);
+  reply.set_cache_resets(hello.want_cache_resets() && reply.invalidations());
   reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
                             reply.invalidations());
   reply.set_listing_attrs(hello.want_listing_attrs() && reply.dir_attrs());
@@ -314,6 +315,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.dir_attrs = reply.dir_attrs();
   setup.node_handles = reply.node_handles();
   setup.invalidations = reply.invalidations();
+  setup.cache_resets = reply.cache_resets();
   setup.empty_dir_hints = reply.empty_dir_hints();
   setup.listing_attrs = reply.listing_attrs();
   setup.write_attrs = reply.write_attrs();

@@ -117,12 +117,19 @@ class ServerMetrics::Collector : public prometheus::Collectable {
         Family("ringfs_server_sessions_fenced_total",
                "New connections that ran nothing until the connections they replaced had ended",
                MetricType::Counter);
+    MetricFamily resets = Family(
+        "ringfs_server_cache_resets_total",
+        "Reset records sent to clients: changes were missed (the export watch's event queue "
+        "overflowed, or a client's queued invalidations passed their bound) and the client drops "
+        "all it cached",
+        MetricType::Counter);
     double replayed = 0, idled = 0, invalidated = 0, replaced_count = 0, unstarted_count = 0,
-           fenced_count = 0;
+           fenced_count = 0, reset_count = 0;
     for (const WorkerStats* w : workers_) {
       replayed += Read(w->replays);
       idled += Read(w->idle_closed);
       invalidated += Read(w->invalidations_pushed);
+      reset_count += Read(w->cache_resets_sent);
       replaced_count += Read(w->sessions_replaced);
       unstarted_count += Read(w->replaced_with_unstarted);
       fenced_count += Read(w->sessions_fenced);
@@ -130,6 +137,7 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     AddSample(replays, {}, replayed);
     AddSample(idle_closed, {}, idled);
     AddSample(invalidations, {}, invalidated);
+    AddSample(resets, {}, reset_count);
     MetricFamily sched_idle = Family(
         "ringfs_server_worker_sched_idle",
         "1 while the worker runs SCHED_IDLE (it serves a mount on its own CPU, which is quiet)",

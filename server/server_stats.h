@@ -69,6 +69,8 @@ struct WorkerStats {
   std::atomic<uint64_t> bulk{0};
   // Invalidation records queued for other clients by this worker's requests (coherence.h).
   std::atomic<uint64_t> invalidations_pushed{0};
+  // Reset records this worker sent (the server lost track of changes: invalidation_outbox.h).
+  std::atomic<uint64_t> cache_resets_sent{0};
 };
 
 // One live session (= one data connection). The identity fields are fixed at creation.

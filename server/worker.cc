@@ -603,9 +603,10 @@ void Worker::AddConnection(ConnectionSetup setup) {
   }
   MaybePostRecv(c);
   if (c->setup.invalidations) {
-    c->setup.client->invalidations.AddSink(id, [this](uint64_t session) {
-      PostToSession(Command::Kind::kFlushInvalidations, session);
-    });
+    c->setup.client->invalidations.AddSink(
+        id,
+        [this](uint64_t session) { PostToSession(Command::Kind::kFlushInvalidations, session); },
+        c->setup.cache_resets);
   }
 }
 
@@ -1085,6 +1086,9 @@ void Worker::FlushInvalidations(uint64_t session_id) {
     return;
   }
   std::vector<wire::Invalidation> records = c->setup.client->invalidations.Take(session_id, true);
+  if (!records.empty() && records.front().kind == wire::InvalidationKind::kReset) {
+    stats_->cache_resets_sent.fetch_add(1, std::memory_order_relaxed);
+  }
   // Frames of at most 64 KiB, so one never comes near the client's frame limit.
   constexpr size_t kMaxBody = 64 * 1024;
   size_t i = 0;

@@ -61,6 +61,7 @@ struct ConnectionSetup {
   bool node_handles = false;
   // The server pushes cache invalidations to the client on this session (common/invalidation.h).
   bool invalidations = false;
+  bool cache_resets = false;  // with invalidations: reset records may be pushed
   // Negative LOOKUP replies carry the empty-directory trailer when it applies (common/dir_attrs.h).
   bool empty_dir_hints = false;
   // READDIR/READDIRPLUS replies end with the listed directory's record (common/dir_attrs.h).

@@ -62,17 +62,19 @@ RequestClass ClassifyRequest(uint32_t opcode, const void* op_in, size_t op_in_si
   return RequestClass::kForeground;
 }
 
-RequestClass ClassifyKernelRequest(uint32_t opcode, const void* op_in, size_t op_in_size) {
+RequestClass ClassifyKernelRequest(uint32_t opcode, const void* op_in, size_t op_in_size,
+                                   bool async_dio) {
   constexpr uint32_t kPageSize = 4096;
   ClassifierHints hints;
   if (opcode == FUSE_READ && op_in_size >= sizeof(fuse_read_in)) {
     fuse_read_in read;
     std::memcpy(&read, op_in, sizeof(read));
-    hints.read_is_background = (read.flags & O_DIRECT) != 0 || read.size > kPageSize;
+    const bool direct = (read.flags & O_DIRECT) != 0;
+    hints.read_is_background = direct ? async_dio : read.size > kPageSize;
   } else if (opcode == FUSE_WRITE && op_in_size >= sizeof(fuse_write_in)) {
     fuse_write_in write;
     std::memcpy(&write, op_in, sizeof(write));
-    hints.write_is_background = (write.flags & O_DIRECT) != 0;
+    hints.write_is_background = async_dio && (write.flags & O_DIRECT) != 0;
   }
   return ClassifyRequest(opcode, op_in, op_in_size, hints);
 }

@@ -26,16 +26,18 @@ struct ClassifierHints {
 RequestClass ClassifyRequest(uint32_t opcode, const void* op_in, size_t op_in_size,
                              const ClassifierHints& hints = {});
 
-// The classification ringfs-mount uses, for the features it negotiates (FUSE_ASYNC_READ and
-// FUSE_ASYNC_DIO): fills the hints from the request itself.
-//  - A READ or WRITE on a file opened O_DIRECT is background: with async_dio the kernel submits
-//    every direct-I/O chunk through fuse_async_req_send -> fuse_simple_background, also for
-//    synchronous callers (they wait on the fuse_io_priv, not on the request).
+// The classification ringfs-mount uses, for the features it negotiates (FUSE_ASYNC_READ, and
+// FUSE_ASYNC_DIO when `async_dio`): fills the hints from the request itself.
+//  - A READ or WRITE on a file opened O_DIRECT is background with `async_dio`: the kernel then
+//    submits every direct-I/O chunk through fuse_async_req_send -> fuse_simple_background, also
+//    for synchronous callers (they wait on the fuse_io_priv, not on the request). Without it (a
+//    hard mount) they are ordinary requests their caller waits in.
 //  - A buffered READ larger than one page is background: readahead (fuse_readahead ->
 //    fuse_send_readpages with async_read) is the only buffered path that asks for more than a
 //    page; a synchronous fuse_read_folio miss asks for exactly one page.
 // Checked on this kernel: with max_background=1 the daemon never sees more requests of this
 // class at once than the kernel's limit allows (1 plus one per queue) — see the README.
-RequestClass ClassifyKernelRequest(uint32_t opcode, const void* op_in, size_t op_in_size);
+RequestClass ClassifyKernelRequest(uint32_t opcode, const void* op_in, size_t op_in_size,
+                                   bool async_dio);
 
 }  // namespace ringfs::frontend::queue

@@ -78,21 +78,44 @@ namespace {
 TEST(ClassifyKernelRequestTest, DirectIoAndReadaheadAreBackground) {
   fuse_read_in read{};
   read.size = 4096;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kForeground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read), true), RequestClass::kForeground);
   read.size = 128 * 1024;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kBackground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read), true), RequestClass::kBackground);
   read.size = 4096;
   read.flags = O_RDONLY | O_DIRECT;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read)), RequestClass::kBackground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read), true), RequestClass::kBackground);
   fuse_write_in write{};
   write.size = 4096;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kForeground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write), true),
+            RequestClass::kForeground);
   write.flags = O_WRONLY | O_DIRECT;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kBackground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write), true),
+            RequestClass::kBackground);
   write.flags = O_WRONLY;
   write.write_flags = FUSE_WRITE_CACHE;
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write)), RequestClass::kBackground);
-  EXPECT_EQ(ClassifyKernelRequest(FUSE_GETATTR, nullptr, 0), RequestClass::kForeground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write), true),
+            RequestClass::kBackground);
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_GETATTR, nullptr, 0, true), RequestClass::kForeground);
+}
+
+// A hard mount does without FUSE_ASYNC_DIO: its direct I/O is waited for by its caller.
+TEST(ClassifyKernelRequestTest, DirectIoIsForegroundWithoutAsyncDio) {
+  fuse_read_in read{};
+  read.size = 128 * 1024;
+  read.flags = O_RDONLY | O_DIRECT;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read), false),
+            RequestClass::kForeground);
+  read.flags = O_RDONLY;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_READ, &read, sizeof(read), false), RequestClass::kBackground)
+      << "readahead";
+  fuse_write_in write{};
+  write.flags = O_WRONLY | O_DIRECT;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write), false),
+            RequestClass::kForeground);
+  write.flags = O_WRONLY;
+  write.write_flags = FUSE_WRITE_CACHE;
+  EXPECT_EQ(ClassifyKernelRequest(FUSE_WRITE, &write, sizeof(write), false),
+            RequestClass::kBackground);
 }
 
 }  // namespace

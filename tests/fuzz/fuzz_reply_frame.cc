@@ -94,6 +94,11 @@ void Run(const uint8_t* data, size_t size) {
       }
       std::string again;
       for (const wire::Invalidation& inv : records) {
+        if (inv.kind == wire::InvalidationKind::kReset) {
+          FUZZ_CHECK(inv.nodeid == 0 && inv.offset == -1 && inv.length == 0 && inv.name.empty());
+          wire::AppendInvalidation(inv, again);
+          continue;
+        }
         FUZZ_CHECK(inv.nodeid != 0);
         if (inv.kind == wire::InvalidationKind::kEntry) {
           FUZZ_CHECK(!inv.name.empty() && inv.name.size() <= wire::kMaxInvalidationName);

@@ -214,6 +214,30 @@ class HardMountTest : public MountedTest {
     o.extra = {"hard"};
     return o;
   }
+  // Writes 4 KiB to "data", opens it O_DIRECT and reads it once while the server answers: the
+  // attributes are then fresh, so a later caller's read sends no GETATTR first and waits in the
+  // READ itself. -1 (with a failure recorded) if any step fails.
+  int OpenFreshDirectFile() {
+    alignas(4096) static char buffer[4096];
+    if (WriteFile(Mnt("data"), std::string(4096, 'd')) != 0) {
+      ADD_FAILURE() << "write data";
+      return -1;
+    }
+    int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (fd < 0 || ::pread(fd, buffer, sizeof(buffer), 0) != 4096) {
+      ADD_FAILURE() << "open and read data: " << ErrnoName(errno);
+      if (fd >= 0) ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+  // Forks a reader of `fd` (ForkReader) and waits until it sleeps in its read.
+  pid_t ForkBlockedReader(int fd) {
+    pid_t pid = ForkReader(fd);
+    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
+        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
+    return pid;
+  }
   void TearDown() override {
     if (env_ && env_->mount_process()) env_->mount_process()->Signal(SIGCONT);
     if (env_ && env_->server_process()) env_->server_process()->Signal(SIGCONT);
@@ -279,20 +303,11 @@ TEST_P(HardMountTest, WaitingCallersCanBeInterruptedAndKilled) {
 // ordinary request: a signal interrupts it and kill -9 ends it. With async DIO both callers sat
 // in D state in fuse_direct_IO through SIGUSR1 and SIGKILL, until the server came back.
 TEST_P(HardMountTest, DirectIoCallersCanBeInterruptedAndKilled) {
-  ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
-  int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << ErrnoName(errno);
-  // Read once while the server answers: the attributes are fresh, so the callers' reads below
-  // send no GETATTR first and wait in the READ.
-  alignas(4096) static char buffer[4096];
-  ASSERT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
+  const int fd = OpenFreshDirectFile();
+  ASSERT_GE(fd, 0);
   ASSERT_TRUE(StopAndWait(env_->server_process()));
-  pid_t interrupted = ForkReader(fd);
-  pid_t killed = ForkReader(fd);
-  for (pid_t pid : {interrupted, killed}) {
-    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
-        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
-  }
+  pid_t interrupted = ForkBlockedReader(fd);
+  pid_t killed = ForkBlockedReader(fd);
   ::kill(interrupted, SIGUSR1);
   std::optional<int> status = WaitChild(interrupted, milliseconds(2500));
   EXPECT_TRUE(status.has_value()) << "an O_DIRECT caller ignores a signal: state "
@@ -321,19 +336,12 @@ TEST_P(HardMountTest, DirectIoCallersCanBeInterruptedAndKilled) {
 // looks at a request's caller once it has waited a second (caller_state.h) and answers EINTR.
 // On classic the kernel itself sends the INTERRUPT when the request is read.
 TEST_P(HardMountTest, CallersSignalledBeforeTheMountTookTheirRequestsEnd) {
-  ASSERT_EQ(WriteFile(Mnt("data"), std::string(4096, 'd')), 0);
-  int fd = ::open(Mnt("data").c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  ASSERT_GE(fd, 0) << ErrnoName(errno);
-  alignas(4096) static char buffer[4096];
-  ASSERT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
+  const int fd = OpenFreshDirectFile();
+  ASSERT_GE(fd, 0);
   ASSERT_TRUE(StopAndWait(env_->server_process()));
   ASSERT_TRUE(StopAndWait(env_->mount_process()));
-  pid_t interrupted = ForkReader(fd);
-  pid_t killed = ForkReader(fd);
-  for (pid_t pid : {interrupted, killed}) {
-    EXPECT_TRUE(WaitUntilBlockedInRead(pid, seconds(10)))
-        << "caller " << pid << " not blocked in its read: state " << ProcessState(pid);
-  }
+  pid_t interrupted = ForkBlockedReader(fd);
+  pid_t killed = ForkBlockedReader(fd);
   ::kill(interrupted, SIGUSR1);
   ::kill(killed, SIGKILL);
   std::this_thread::sleep_for(milliseconds(200));
@@ -355,6 +363,7 @@ TEST_P(HardMountTest, CallersSignalledBeforeTheMountTookTheirRequestsEnd) {
   env_->server_process()->Signal(SIGCONT);
   if (!status) (void)WaitChild(interrupted, seconds(10));
   if (!killed_status) (void)WaitChild(killed, seconds(10));
+  alignas(4096) static char buffer[4096];
   EXPECT_EQ(::pread(fd, buffer, sizeof(buffer), 0), 4096) << ErrnoName(errno);
   ::close(fd);
 }
