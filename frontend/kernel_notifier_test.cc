@@ -211,6 +211,28 @@ TEST_F(NotifierResetTest, MarksNamesStaleAndDropsEveryHeldNode) {
   EXPECT_EQ(written().size(), 4u);
 }
 
+// A held node the kernel does not have yet while an answer is on its way (a LOOKUP answered
+// before the reset, from what the mount kept): it may be building the node from that answer, so
+// the reset's invalidation of it is written again, as a server's would be.
+TEST_F(NotifierResetTest, AHeldNodeMissedWhileAnAnswerIsLandingIsTriedAgain) {
+  Start(absl::StatusOr<size_t>(0), 0);
+  notifier_.AnswerBegins();
+  notifier_.ResetKernelCaches();
+  ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));
+  const auto writes_of = [this](uint64_t node) {
+    const auto all = written();
+    return std::count(all.begin(), all.end(), AllOf(node));
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (writes_of(kNotCached) < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_GE(writes_of(kNotCached), 3);  // the reset's write and the repeats 1 and 10 ms later
+  EXPECT_GE(notifier_.counters().repeated, 2u);
+  EXPECT_EQ(notifier_.counters().dropped, 0u);
+  EXPECT_EQ(writes_of(5), 1);                  // landed: not repeated
+  EXPECT_EQ(notifier_.counters().resets, 1u);  // a repeat does not ask for another reset
+  notifier_.AnswerEnds(MonotonicNs());
+}
+
 TEST_F(NotifierResetTest, WithoutResetNamesOnlyAttributesAndDataGo) {
   Start(std::nullopt, 0);
   notifier_.ResetKernelCaches();
