@@ -6,8 +6,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fuse.h>
 #include <gtest/gtest.h>
+#include <linux/fuse.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "frontend/complete_dirs.h"
+#include "frontend/kept_entries.h"
 
 namespace ringfs::frontend {
 namespace {
@@ -338,7 +340,20 @@ TEST(NotifierLossTest, RecordsTheQueueCannotTakeResetTheKernelsCaches) {
 // kernel's caches as a lost record does; it is not written itself, the records beside it are.
 TEST(NotifierLossTest, AResetRecordFromTheServerResetsTheKernelsCaches) {
   DirAttrCache dir_attrs;
-  KernelNotifier notifier(UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), &dir_attrs, nullptr);
+  CompleteDirs dirs(/*lifetime_ns=*/60'000'000'000);
+  KeptEntries kept;
+  KernelNotifier notifier(UniqueFd(open("/dev/null", O_WRONLY | O_CLOEXEC)), &dir_attrs, nullptr,
+                          &dirs, &kept);
+  // Directory 4 made empty by this mount; the name "f" in 1 kept for node 8 the kernel forgot.
+  dirs.RecordCreated(4, dirs.Ticket(), /*now_ns=*/1);
+  ASSERT_GT(dirs.KnownAbsent(4, "x", 2), 0u);
+  fuse_entry_out entry{};
+  entry.nodeid = 8;
+  entry.entry_valid = entry.attr_valid = 60;
+  entry.attr.ino = 8;
+  entry.attr.mode = 0100644;
+  kept.Record(1, "f", entry, kept.Ticket(), /*quiet=*/true, 1);
+  ASSERT_TRUE(kept.Keep(8, 1, 2));
   std::atomic<int> epochs{0};
   std::vector<uint64_t> written;
   absl::Mutex mu;
@@ -362,6 +377,9 @@ TEST(NotifierLossTest, AResetRecordFromTheServerResetsTheKernelsCaches) {
   records[1].nodeid = 3;
   notifier.Post(records);
   EXPECT_FALSE(dir_attrs.Take(9, 2).has_value()) << "the mount's own copies go at once";
+  EXPECT_EQ(dirs.KnownAbsent(4, "x", 3), 0u) << "an empty directory is no longer known";
+  fuse_entry_out out{};
+  EXPECT_FALSE(kept.Answer(1, "f", 3, &out)) << "a kept entry no longer answers a LOOKUP";
   notifier.Release();
   ASSERT_TRUE(notifier.WaitIdle(absl::Seconds(5)));
   EXPECT_EQ(epochs.load(), 1);

@@ -182,6 +182,13 @@ TEST(InvalidationOutboxTest, OneWakeUntilTakenThenPassedOnWhenTheSessionCannotSe
   std::vector<Invalidation> got = outbox.Take(12, true);
   ASSERT_EQ(got.size(), 3u) << "a session that does not understand resets gets the newest";
   EXPECT_EQ(got.front().nodeid, 7u);
+  // The export watch overflowed: such a session is never sent a record it cannot read.
+  outbox.PushReset();
+  outbox.Push({{InvalidationKind::kInode, 30, -1, 0, ""}});
+  got = outbox.Take(12, true);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got.front().kind, InvalidationKind::kInode);
+  EXPECT_EQ(outbox.resets(), 0u);
 }
 
 TEST(InvalidationOutboxTest, WhatOverflowsOrIsMissedBecomesOneReset) {
