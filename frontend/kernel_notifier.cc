@@ -217,9 +217,10 @@ void KernelNotifier::ResetNow(Counters& done) {
     } else if (err == ENOENT) {
       ++done.not_cached;
       // As in Deliver: the kernel may still be building this node from an answer that predates
-      // the reset (a LOOKUP answered from a kept listing), and would keep those attributes for
-      // their whole lifetime. A repeat that cannot be scheduled is not counted as dropped: that
-      // would ask for another reset, and under load resets would follow each other forever.
+      // the reset (a LOOKUP the mount answered from a kept entry), and would keep those
+      // attributes for their whole lifetime. A repeat that cannot be scheduled is not counted as
+      // dropped: that would ask for another reset, and under load resets would follow each
+      // other forever.
       if (AnswerMayBeLanding(MonotonicNs())) (void)Repeat(inv, absl::Now());
     } else {
       ++done.failed;
