@@ -63,16 +63,28 @@ void CompleteDirs::EndChange(uint64_t count) {
 void CompleteDirs::RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns) {
   if (disabled_ || ticket == 0 || ticket < floor_) return;
   if (auto it = touched_.find(dir); it != touched_.end() && it->second > ticket) return;
-  if (dirs_.size() >= max_dirs_) {
+  if (dirs_.size() >= max_dirs_ && !dirs_.contains(dir)) {
+    // Full: pruning walks every directory, so not again before one of them can have expired
+    // (once per record, a mount that has made more directories than the bound would pay it on
+    // every MKDIR and listing).
+    if (now_ns < earliest_expiry_ns_) return;
+    ++prunes_;
+    uint64_t earliest = UINT64_MAX;
     for (auto it = dirs_.begin(); it != dirs_.end();) {
       auto next = std::next(it);
-      if (it->second.expires_ns <= now_ns) EraseLocked(it);
+      if (it->second.expires_ns <= now_ns) {
+        EraseLocked(it);
+      } else {
+        earliest = std::min(earliest, it->second.expires_ns);
+      }
       it = next;
     }
+    earliest_expiry_ns_ = earliest;
     if (dirs_.size() >= max_dirs_) return;
   }
   // Names recorded while it was known complete stay: a request sent then may not have run yet.
   dirs_[dir].expires_ns = now_ns + lifetime_ns_;
+  earliest_expiry_ns_ = std::min(earliest_expiry_ns_, now_ns + lifetime_ns_);
 }
 
 void CompleteDirs::ListingSent(uint64_t dir, uint64_t now_ns) {
@@ -121,6 +133,11 @@ void CompleteDirs::Disable() {
   ResetLocked();
 }
 
+uint64_t CompleteDirs::prunes() const {
+  absl::MutexLock lock(&mu_);
+  return prunes_;
+}
+
 size_t CompleteDirs::dirs() const {
   absl::MutexLock lock(&mu_);
   return dirs_.size();
@@ -156,6 +173,7 @@ void CompleteDirs::ResetLocked() {
   dirs_.clear();
   touched_.clear();
   names_ = 0;
+  earliest_expiry_ns_ = UINT64_MAX;
   floor_ = ++seq_;
 }
 

@@ -112,6 +112,7 @@ class CompleteDirs {
 
   size_t dirs() const;   // directories known complete (expired ones included until pruned)
   size_t names() const;  // names recorded in them
+  uint64_t prunes() const;     // walks over every directory to drop the expired ones
   uint64_t unsettled() const;  // changes sent and not settled
 
  private:
@@ -135,6 +136,10 @@ class CompleteDirs {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // tickets below it are refused
   size_t names_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t prunes_ ABSL_GUARDED_BY(mu_) = 0;
+  // No directory known expires before it (those erased otherwise may have): while the table is
+  // full, no prune before then can make room.
+  uint64_t earliest_expiry_ns_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   uint64_t unsettled_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_change_ ABSL_GUARDED_BY(mu_) = 0;  // seq_ when the last one was sent
   uint64_t begun_ ABSL_GUARDED_BY(mu_) = 0;  // name-space changes sent, ever

@@ -138,5 +138,29 @@ TEST(CompleteDirsTest, StaysBounded) {
   EXPECT_FALSE(dirs.KnownAbsent(200, "a", 62 * kSec));
 }
 
+// A full table is walked for expired directories only once one of them can have expired: a
+// mount that had made more directories than the bound paid a walk over all of them on every
+// MKDIR and listing.
+TEST(CompleteDirsTest, AFullTableIsNotWalkedBeforeADirectoryCanHaveExpired) {
+  CompleteDirs dirs(60 * kSec, /*max_dirs=*/4, /*max_names=*/100);
+  for (uint64_t d = 1; d <= 4; ++d) dirs.RecordCreated(d, dirs.Ticket(), d * kSec);
+  ASSERT_EQ(dirs.dirs(), 4u);
+  for (uint64_t d = 100; d < 1100; ++d) dirs.RecordCreated(d, dirs.Ticket(), 30 * kSec);
+  EXPECT_EQ(dirs.dirs(), 4u);
+  EXPECT_EQ(dirs.prunes(), 0u);  // none can have expired before 61 s: no walk
+  const uint64_t before = dirs.prunes();
+  // A directory already known is renewed while the table is full (it needs no room).
+  dirs.RecordCreated(1, dirs.Ticket(), 31 * kSec);
+  EXPECT_TRUE(dirs.KnownAbsent(1, "a", 90 * kSec));
+  EXPECT_EQ(dirs.prunes(), before);
+  // Directory 2 expires at 62 s: the first record after that walks once and fits.
+  dirs.RecordCreated(500, dirs.Ticket(), 62 * kSec);
+  EXPECT_EQ(dirs.prunes(), before + 1);
+  EXPECT_TRUE(dirs.KnownAbsent(500, "a", 62 * kSec));
+  dirs.RecordCreated(501, dirs.Ticket(), 62 * kSec + kSec / 2);  // 3 is due at 63 s
+  EXPECT_EQ(dirs.prunes(), before + 1);
+  EXPECT_FALSE(dirs.KnownAbsent(501, "a", 62 * kSec + kSec / 2));
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

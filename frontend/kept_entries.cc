@@ -36,6 +36,9 @@ void KeptEntries::Record(uint64_t dir, std::string_view name, const fuse_entry_o
     EraseLocked(dir, name);  // the name now leads elsewhere
   }
   if (!names_.contains(key) && names_.size() >= max_entries_) {
+    // Full: a sweep is a walk over every name, and one per record would make a mount that has
+    // seen more names than the bound pay that walk on every LOOKUP and CREATE.
+    if (now_ns < earliest_expiry_ns_) return;
     SweepLocked(now_ns);
     if (names_.size() >= max_entries_) return;
   }
@@ -48,6 +51,7 @@ void KeptEntries::Record(uint64_t dir, std::string_view name, const fuse_entry_o
   recorded.node = entry.nodeid;
   recorded.generation = entry.generation;
   recorded.expires_ns = now_ns + valid;
+  earliest_expiry_ns_ = std::min(earliest_expiry_ns_, recorded.expires_ns);
   const uint64_t attr_valid = entry.attr_valid * 1'000'000'000 + entry.attr_valid_nsec;
   auto touched = touched_.find(entry.nodeid);
   node.attr = entry.attr;  // its type never changes; the rest is used only while trusted
@@ -187,6 +191,11 @@ uint64_t KeptEntries::kept() const {
   return kept_;
 }
 
+uint64_t KeptEntries::sweeps() const {
+  absl::MutexLock lock(&mu_);
+  return sweeps_;
+}
+
 void KeptEntries::TouchLocked(uint64_t id) {
   ForgetAttrLocked(id);
   touched_[id] = ++seq_;
@@ -244,15 +253,23 @@ void KeptEntries::ClearLocked() {
   touched_.clear();
   linked_.clear();
   kept_ = 0;
+  earliest_expiry_ns_ = UINT64_MAX;
   floor_ = ++seq_;
 }
 
 void KeptEntries::SweepLocked(uint64_t now_ns) {
+  ++sweeps_;
   std::vector<Key> expired;
+  uint64_t earliest = UINT64_MAX;
   for (const auto& [key, name] : names_) {
-    if (name.expires_ns <= now_ns) expired.push_back(key);
+    if (name.expires_ns <= now_ns) {
+      expired.push_back(key);
+    } else {
+      earliest = std::min(earliest, name.expires_ns);
+    }
   }
   for (const Key& key : expired) EraseLocked(key.first, key.second);
+  earliest_expiry_ns_ = earliest;
   // Kept lookups wait for their names' expiry at most a second longer.
   next_sweep_ns_.store(kept_ != 0 ? now_ns + kSweepEveryNs : UINT64_MAX,
                        std::memory_order_relaxed);

@@ -102,6 +102,7 @@ class KeptEntries {
 
   size_t entries() const;  // names recorded
   uint64_t kept() const;   // lookups kept (FORGETs withheld)
+  uint64_t sweeps() const;  // walks over every name to drop the expired ones
 
  private:
   struct Name {
@@ -133,6 +134,10 @@ class KeptEntries {
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // tickets below it are refused
   uint64_t kept_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sweeps_ ABSL_GUARDED_BY(mu_) = 0;
+  // No recorded name expires before it (names erased otherwise may have): while the table is
+  // full, no sweep before then can make room.
+  uint64_t earliest_expiry_ns_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
   absl::flat_hash_map<Key, Name> names_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<std::string>> by_dir_ ABSL_GUARDED_BY(mu_);

@@ -217,5 +217,49 @@ TEST(KeptEntriesTest, StaysBounded) {
   EXPECT_EQ(kept.entries(), 1u);
 }
 
+// A full table is walked for expired names only once one of them can have expired: a mount that
+// has seen more names than the bound paid a walk over all of them on every LOOKUP and CREATE.
+TEST(KeptEntriesTest, AFullTableIsNotWalkedBeforeANameCanHaveExpired) {
+  KeptEntries kept(/*max_entries=*/4);
+  for (uint64_t n = 0; n < 4; ++n) {
+    kept.Record(1, "f" + std::to_string(n), Entry(100 + n, /*valid_s=*/60 + n), kept.Ticket(), true,
+                0);
+  }
+  ASSERT_EQ(kept.entries(), 4u);
+  const uint64_t before = kept.sweeps();
+  for (uint64_t n = 0; n < 1000; ++n) {
+    kept.Record(2, "g" + std::to_string(n), Entry(1000 + n), kept.Ticket(), true, 59 * kSec);
+  }
+  EXPECT_EQ(kept.entries(), 4u);     // no room: nothing new recorded
+  EXPECT_EQ(kept.sweeps(), before);  // and no walk found that out a thousand times
+  // A name already recorded is refreshed without a walk.
+  kept.Record(1, "f0", Entry(100, 60), kept.Ticket(), true, 59 * kSec);
+  EXPECT_EQ(kept.sweeps(), before);
+  // "f1" expires at 61 s ("f0" now at 119 s): the first record after that walks once and fits.
+  kept.Record(2, "late", Entry(200), kept.Ticket(), true, 61 * kSec);
+  EXPECT_EQ(kept.sweeps(), before + 1);
+  fuse_entry_out out{};
+  EXPECT_TRUE(kept.Keep(200, 1, 62 * kSec));
+  EXPECT_TRUE(kept.Answer(2, "late", 62 * kSec, &out));
+  // Full again with "f2" due at 62 s and "f3" at 63 s: one walk each time one is due, no more.
+  kept.Record(2, "late2", Entry(201), kept.Ticket(), true, 61 * kSec);
+  EXPECT_EQ(kept.sweeps(), before + 1);
+  kept.Record(2, "late2", Entry(201), kept.Ticket(), true, 62 * kSec);
+  EXPECT_EQ(kept.sweeps(), before + 2);
+  EXPECT_TRUE(kept.Keep(201, 1, 62 * kSec));
+  // A name with a shorter life than all the others opens the table as soon as it expires.
+  kept.Reset();
+  for (uint64_t n = 0; n < 3; ++n) {
+    kept.Record(1, "h" + std::to_string(n), Entry(300 + n, 60), kept.Ticket(), true, 100 * kSec);
+  }
+  kept.Record(1, "short", Entry(400, /*valid_s=*/1), kept.Ticket(), true, 100 * kSec);
+  const uint64_t after_reset = kept.sweeps();
+  kept.Record(1, "next", Entry(401), kept.Ticket(), true, 100 * kSec + kSec / 2);
+  EXPECT_EQ(kept.sweeps(), after_reset);
+  kept.Record(1, "next", Entry(401), kept.Ticket(), true, 101 * kSec);
+  EXPECT_EQ(kept.sweeps(), after_reset + 1);
+  EXPECT_TRUE(kept.Keep(401, 1, 101 * kSec));
+}
+
 }  // namespace
 }  // namespace ringfs::frontend
