@@ -7,6 +7,11 @@
 #include "absl/strings/string_view.h"
 
 namespace ringfs::frontend {
+namespace {
+
+constexpr uint64_t kPruneGapNs = 1'000'000'000;
+
+}  // namespace
 
 uint64_t CompleteDirs::KnownAbsent(uint64_t dir, std::string_view name, uint64_t now_ns) const {
   if (name.empty() || name.size() > NAME_MAX) return 0;
@@ -64,11 +69,13 @@ void CompleteDirs::RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns) 
   if (disabled_ || ticket == 0 || ticket < floor_) return;
   if (auto it = touched_.find(dir); it != touched_.end() && it->second > ticket) return;
   if (dirs_.size() >= max_dirs_ && !dirs_.contains(dir)) {
-    // Full: pruning walks every directory, so not again before one of them can have expired
-    // (once per record, a mount that has made more directories than the bound would pay it on
-    // every MKDIR and listing).
-    if (now_ns < earliest_expiry_ns_) return;
+    // Full: pruning walks every directory, so not before one of them can have expired, nor
+    // within a second of the last (once per record, a mount that has made more directories than
+    // the bound would pay it on every MKDIR and listing; recorded at a steady rate, they also
+    // expire one by one). Refusing a record is always safe.
+    if (now_ns < earliest_expiry_ns_ || now_ns < next_prune_ns_) return;
     ++prunes_;
+    next_prune_ns_ = now_ns + kPruneGapNs;
     uint64_t earliest = UINT64_MAX;
     for (auto it = dirs_.begin(); it != dirs_.end();) {
       auto next = std::next(it);

@@ -140,6 +140,7 @@ class CompleteDirs {
   // No directory known expires before it (those erased otherwise may have): while the table is
   // full, no prune before then can make room.
   uint64_t earliest_expiry_ns_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
+  uint64_t next_prune_ns_ ABSL_GUARDED_BY(mu_) = 0;  // a second after the last prune
   uint64_t unsettled_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t last_change_ ABSL_GUARDED_BY(mu_) = 0;  // seq_ when the last one was sent
   uint64_t begun_ ABSL_GUARDED_BY(mu_) = 0;  // name-space changes sent, ever

@@ -162,5 +162,24 @@ TEST(CompleteDirsTest, AFullTableIsNotWalkedBeforeADirectoryCanHaveExpired) {
   EXPECT_FALSE(dirs.KnownAbsent(501, "a", 62 * kSec + kSec / 2));
 }
 
+TEST(CompleteDirsTest, AFullTableRefilledAtASteadyRateIsPrunedOnceASecond) {
+  constexpr uint64_t kMs = 1'000'000;
+  CompleteDirs dirs(60 * kSec, /*max_dirs=*/100, /*max_names=*/100);
+  uint64_t d = 1;
+  for (; d <= 100; ++d) dirs.RecordCreated(d, dirs.Ticket(), d * kMs);  // one a millisecond
+  // From 60 s on, one expires every millisecond while one is made every millisecond.
+  for (uint64_t t = 60'001; t < 60'050; ++t, ++d) dirs.RecordCreated(d, dirs.Ticket(), t * kMs);
+  EXPECT_EQ(dirs.prunes(), 1u);
+  dirs.RecordCreated(d, dirs.Ticket(), 61'001 * kMs);
+  EXPECT_EQ(dirs.prunes(), 2u);
+  EXPECT_LT(dirs.dirs(), 100u);  // all made before 1.001 s are gone
+  // A reset forgets the earliest expiry with the directories: refilled at once after it, the
+  // table is not walked before the new ones can expire.
+  dirs.Reset();
+  for (uint64_t e = 1000; e < 1100; ++e) dirs.RecordCreated(e, dirs.Ticket(), 130 * kSec);
+  dirs.RecordCreated(2000, dirs.Ticket(), 131 * kSec);
+  EXPECT_EQ(dirs.prunes(), 2u);
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -37,8 +37,11 @@ void KeptEntries::Record(uint64_t dir, std::string_view name, const fuse_entry_o
   }
   if (!names_.contains(key) && names_.size() >= max_entries_) {
     // Full: a sweep is a walk over every name, and one per record would make a mount that has
-    // seen more names than the bound pay that walk on every LOOKUP and CREATE.
-    if (now_ns < earliest_expiry_ns_) return;
+    // seen more names than the bound pay that walk on every LOOKUP and CREATE. So none before a
+    // name can have expired, and none within a second of the last: names recorded at a steady
+    // rate also expire one by one, and each walk would then free one (refusing a record is
+    // always safe: its LOOKUPs go back to the server).
+    if (now_ns < earliest_expiry_ns_ || now_ns < next_full_sweep_ns_) return;
     SweepLocked(now_ns);
     if (names_.size() >= max_entries_) return;
   }
@@ -270,6 +273,7 @@ void KeptEntries::SweepLocked(uint64_t now_ns) {
   }
   for (const Key& key : expired) EraseLocked(key.first, key.second);
   earliest_expiry_ns_ = earliest;
+  next_full_sweep_ns_ = now_ns + kSweepEveryNs;
   // Kept lookups wait for their names' expiry at most a second longer.
   next_sweep_ns_.store(kept_ != 0 ? now_ns + kSweepEveryNs : UINT64_MAX,
                        std::memory_order_relaxed);

@@ -138,6 +138,7 @@ class KeptEntries {
   // No recorded name expires before it (names erased otherwise may have): while the table is
   // full, no sweep before then can make room.
   uint64_t earliest_expiry_ns_ ABSL_GUARDED_BY(mu_) = UINT64_MAX;
+  uint64_t next_full_sweep_ns_ ABSL_GUARDED_BY(mu_) = 0;  // a second after the last sweep
   absl::flat_hash_map<Key, Name> names_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, absl::flat_hash_set<std::string>> by_dir_ ABSL_GUARDED_BY(mu_);

@@ -261,5 +261,26 @@ TEST(KeptEntriesTest, AFullTableIsNotWalkedBeforeANameCanHaveExpired) {
   EXPECT_TRUE(kept.Keep(401, 1, 101 * kSec));
 }
 
+// Names recorded at a steady rate expire one by one: each walk would free one name, and the next
+// record walk again. A full table is walked at most once a second.
+TEST(KeptEntriesTest, AFullTableRefilledAtASteadyRateIsWalkedOnceASecond) {
+  constexpr uint64_t kMs = 1'000'000;
+  KeptEntries kept(/*max_entries=*/100);
+  uint64_t n = 0;
+  for (; n < 100; ++n) {  // one name a millisecond, each for 60 s
+    kept.Record(1, "f" + std::to_string(n), Entry(100 + n), kept.Ticket(), true, n * kMs);
+  }
+  const uint64_t before = kept.sweeps();
+  // From 60 s on, one name expires every millisecond while one is recorded every millisecond.
+  for (uint64_t t = 60'000; t < 60'050; ++t, ++n) {
+    kept.Record(1, "f" + std::to_string(n), Entry(100 + n), kept.Ticket(), true, t * kMs);
+  }
+  EXPECT_EQ(kept.sweeps(), before + 1);
+  EXPECT_EQ(kept.entries(), 100u);  // the first walk freed one; the others were refused
+  kept.Record(1, "f" + std::to_string(n), Entry(100 + n), kept.Ticket(), true, 61'000 * kMs);
+  EXPECT_EQ(kept.sweeps(), before + 2);  // a second later: walked again, and ~1,000 freed
+  EXPECT_LT(kept.entries(), 100u);
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -283,9 +283,9 @@ absl::Status MountSession::StartNotifier() {
     // Listings are kept for as long as the names' dentries they came with (KeptListings), and
     // only where the mount answers OPENDIR itself.
     const bool keep_listings = options_.kept_listings && options_.handleless_listings;
-    // 65,536 directories (about 6 MB, besides the names' own bound): with 4,096, the third
-    // extraction of a 2,000-directory tree within the lifetime found none known complete, and
-    // every file it made cost a LOOKUP again.
+    // 65,536 directories (about 10 MB with their history, besides the names' own bound): with
+    // 4,096, the third extraction of a 2,000-directory tree within the lifetime found none known
+    // complete, and every file it made cost a LOOKUP again.
     complete_dirs_ = std::make_unique<CompleteDirs>(lifetime, size_t{1} << 16, size_t{1} << 18,
                                                     keep_listings ? lifetime : 0);
     // It relies on CompleteDirs' count of unsettled name-space changes.
