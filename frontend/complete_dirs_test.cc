@@ -162,6 +162,20 @@ TEST(CompleteDirsTest, AFullTableIsNotWalkedBeforeADirectoryCanHaveExpired) {
   EXPECT_FALSE(dirs.KnownAbsent(501, "a", 62 * kSec + kSec / 2));
 }
 
+// A LOOKUP's answer for a directory still in a full table renews it with the names pushed into
+// it meanwhile. Before, the record first pruned the full table, which erased the expired
+// directory with those names, and then recorded it complete without them (found by a review).
+TEST(CompleteDirsTest, ARecordInAFullTableKeepsTheNamesPushedIntoItsDirectory) {
+  CompleteDirs dirs(60 * kSec, /*max_dirs=*/2, /*max_names=*/10);
+  dirs.RecordCreated(1, dirs.Ticket(), 0);
+  dirs.RecordCreated(2, dirs.Ticket(), 0);
+  const uint64_t ticket = dirs.LookupTicket();  // a LOOKUP in 1 is sent at 61 s, 1 expired
+  dirs.AddName(1, "x");                         // "x" is made elsewhere and pushed
+  dirs.RecordFoundEmpty(1, ticket, 61 * kSec);  // the server had looked before "x" was made
+  EXPECT_FALSE(dirs.KnownAbsent(1, "x", 62 * kSec));
+  EXPECT_TRUE(dirs.KnownAbsent(1, "y", 62 * kSec));
+}
+
 TEST(CompleteDirsTest, AFullTableRefilledAtASteadyRateIsPrunedOnceASecond) {
   constexpr uint64_t kMs = 1'000'000;
   CompleteDirs dirs(60 * kSec, /*max_dirs=*/100, /*max_names=*/100);
