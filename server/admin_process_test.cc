@@ -265,6 +265,8 @@ TEST_F(ServerAdminProcessTest, MetricsShowRequestsErrorsRejectionsAndSessions) {
             5 * (sizeof(fuse_in_header) + sizeof(fuse_getattr_in)) - 1);
   EXPECT_GT(Value(m, "ringfs_server_bytes_total", {{"direction", "sent"}}),
             5 * (sizeof(fuse_out_header) + sizeof(fuse_attr_out)) - 1);
+  // Requests sent one at a time, each waiting for its reply: one send each at least.
+  EXPECT_GE(Value(m, "ringfs_server_sends_total", {}), 5);
   EXPECT_EQ(Value(m, "ringfs_server_errors_total", {{"errno", "ENOENT"}}), 1);
   EXPECT_EQ(Value(m, "ringfs_server_errors_total", {{"errno", "EINVAL"}}), 1);
   EXPECT_EQ(Value(m, "ringfs_server_errors_total", {{"errno", "ENOSYS"}}), 1);

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "common/node_handle.h"
@@ -312,6 +314,44 @@ TEST_F(ReclaimTest, NotificationsComeBeforeRepliesThatNameNewNodes) {
   EXPECT_TRUE(z.notes.empty());
   EXPECT_EQ(Reclaim(*plain, made.notes), (std::vector<int32_t>{-ENOSYS}));
   EXPECT_EQ(Reopen(*plain, {}), (std::vector<int32_t>{-ENOSYS}));
+}
+
+// A new node's notification and the reply that names it leave in one SENDMSG: the client
+// wakes once per request, not twice (the notification used to be posted alone the moment it
+// was queued, and the reply followed in a second send).
+TEST_F(ReclaimTest, ANotificationLeavesInTheSendOfItsReply) {
+  StartServer(key_);
+  auto client = Connect();
+  ASSERT_NE(client, nullptr);
+  // The session's completed sends, once they stop changing (a send is counted when its
+  // completion is reaped, a moment after the client has the bytes).
+  auto settled_sends = [&]() -> uint64_t {
+    uint64_t last = ~0ull;
+    for (int i = 0; i < 200; ++i) {
+      admin::ListSessionsResponse sessions = server_->ListSessions();
+      EXPECT_EQ(sessions.sessions_size(), 1);
+      if (sessions.sessions_size() != 1) return 0;
+      const uint64_t now = sessions.sessions(0).sends();
+      if (now == last) return now;
+      last = now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return last;
+  };
+  fuse_mkdir_in mkdir_in{S_IFDIR | 0755, 0};
+  ASSERT_EQ(Call(*client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("d0")))
+                .reply.header.error,
+            0);
+  const uint64_t before = settled_sends();
+  constexpr int kMade = 20;
+  for (int i = 1; i <= kMade; ++i) {
+    Answer made = Call(
+        *client, Frame(FUSE_MKDIR, ++unique_, 1, Bytes(mkdir_in) + CName("d" + std::to_string(i))));
+    ASSERT_EQ(made.reply.header.error, 0);
+    ASSERT_EQ(made.notes.size(), 1u) << "each new directory is announced";
+  }
+  EXPECT_EQ(settled_sends() - before, static_cast<uint64_t>(kMade))
+      << "one send per request, its notification included";
 }
 
 TEST_F(ReclaimTest, TamperedForeignKeyDeletedAndOutsideHandlesAreEstale) {

@@ -46,6 +46,7 @@ admin::SessionInfo ToSessionInfo(const SessionStats& s) {
   info.set_requests_total(Read(s.requests));
   info.set_bytes_received(Read(s.bytes_received));
   info.set_bytes_sent(Read(s.bytes_sent));
+  info.set_sends(Read(s.sends));
   info.set_connected_unix_ns(s.connected_unix_ns);
   info.set_worker(s.worker);
   info.set_this_host(s.same_host);

@@ -75,6 +75,14 @@ class ServerMetrics::Collector : public prometheus::Collectable {
     AddSample(bytes, {{"direction", "received"}}, received);
     AddSample(bytes, {{"direction", "sent"}}, sent);
 
+    MetricFamily sends = Family(
+        "ringfs_server_sends_total",
+        "Data-wire SENDMSGs completed; replies and notifications made in one batch share one",
+        MetricType::Counter);
+    double send_count = 0;
+    for (const WorkerStats* w : workers_) send_count += Read(w->sends);
+    AddSample(sends, {}, send_count);
+
     MetricFamily errors = Family("ringfs_server_errors_total", "Replies with an error, by errno",
                                  MetricType::Counter);
     for (size_t err = 1; err < WorkerStats::kErrnos; ++err) {
@@ -188,9 +196,9 @@ class ServerMetrics::Collector : public prometheus::Collectable {
 
     std::vector<MetricFamily> families;
     for (MetricFamily* family :
-         {&requests, &duration, &bytes, &errors, &rejected, &replays, &idle_closed, &invalidations,
-          &replaced, &unstarted, &fenced, &sched_idle, &bulk, &sessions, &this_host, &inflight,
-          &auth_failures}) {
+         {&requests, &duration, &bytes, &sends, &errors, &rejected, &replays, &idle_closed,
+          &invalidations, &replaced, &unstarted, &fenced, &sched_idle, &bulk, &sessions, &this_host,
+          &inflight, &auth_failures}) {
       families.push_back(std::move(*family));
     }
     return families;

@@ -52,6 +52,7 @@ struct WorkerStats {
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> sends{0};     // SENDMSGs completed (replies and notifications share them)
   std::atomic<uint64_t> sessions{0};  // live connections of this worker
   std::atomic<uint64_t> replays{0};      // requests answered from a client's reply cache
   std::atomic<uint64_t> idle_closed{0};  // connections closed by --idle-timeout
@@ -90,6 +91,7 @@ struct SessionStats {
   std::atomic<uint64_t> requests{0};
   std::atomic<uint64_t> bytes_received{0};
   std::atomic<uint64_t> bytes_sent{0};
+  std::atomic<uint64_t> sends{0};
 };
 
 class SessionTable {

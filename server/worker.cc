@@ -92,6 +92,7 @@ struct Worker::Connection {
 
   bool recv_posted = false;
   bool send_posted = false;
+  bool send_deferred = false;  // listed in Worker::deferred_sends_ (kept alive until posted)
   bool closing = false;
   // Waits, without reading, for the connections of its client that it replaced to end
   // (session_fence.h): their resent requests are in its socket.
@@ -483,6 +484,7 @@ void Worker::Run() {
         }
       }
     }
+    PostDeferredSends();
   }
   // A tid can be reused by another thread once this one ends: nobody may change its policy.
   tid_.store(0, std::memory_order_release);
@@ -937,7 +939,28 @@ void Worker::QueueReply(Connection* c, Buffer* reply) {
     c->out_head = reply;
   }
   c->out_tail = reply;
-  MaybePostSend(c);
+  DeferSend(c);
+}
+
+// A reply used to be posted the moment it was queued: a CREATE's node-handle frame went out
+// in a SENDMSG of its own and its reply in a second one once the first completed, so the
+// client woke twice for one request (6 TCP segments per create and close against 4). The
+// SQEs are submitted only at the next io_uring_enter anyway, so waiting for the end of the
+// batch delays nothing.
+void Worker::DeferSend(Connection* c) {
+  if (c->send_deferred) return;
+  c->send_deferred = true;
+  deferred_sends_.push_back(c);
+}
+
+void Worker::PostDeferredSends() {
+  // MaybeDestroy below cannot add to the list: it only frees.
+  for (Connection* c : deferred_sends_) {
+    c->send_deferred = false;
+    MaybePostSend(c);
+    MaybeDestroy(c);
+  }
+  deferred_sends_.clear();
 }
 
 void Worker::MaybePostSend(Connection* c) {
@@ -976,6 +999,8 @@ void Worker::OnSend(Connection* c, int result) {
   }
   Bump(stats_->bytes_sent, static_cast<uint64_t>(result));
   Bump(c->stats->bytes_sent, static_cast<uint64_t>(result));
+  Bump(stats_->sends);
+  Bump(c->stats->sends);
   window_bytes_ += static_cast<uint64_t>(result);
   // Drop what was sent; a short send leaves the rest of the head for the next SENDMSG, which
   // keeps the byte stream in order.
@@ -999,7 +1024,7 @@ void Worker::OnSend(Connection* c, int result) {
     c->flush_wanted = false;
     FlushInvalidations(c->setup.session_id);
   }
-  MaybePostSend(c);
+  DeferSend(c);
   if (!c->recv_posted) ProcessInput(c);  // resumes reading if it paused at max_inflight
 }
 
@@ -1051,6 +1076,7 @@ void Worker::CloseReplaced(Connection* c, bool dropping) {
 
 void Worker::MaybeDestroy(Connection* c) {
   if (!c->closing || c->recv_posted || c->send_posted || c->pending_io > 0) return;
+  if (c->send_deferred) return;  // PostDeferredSends holds it; it calls this again
   if (c->tls != nullptr && c->tls->busy()) return;  // its ciphertext buffers are in the kernel
   while (c->out_head != nullptr) pool_.Put(std::exchange(c->out_head, c->out_head->next));
   c->out_tail = nullptr;

@@ -203,7 +203,11 @@ class Worker {
   // Queues a kNotifyNodeHandles frame with node_notes_'s records (must precede the reply).
   void QueueNodeHandles(Connection* c);
   void SetInflight(Connection* c, uint32_t inflight);
+  // Appends `reply` to the connection's output; the SENDMSG is posted at the end of the
+  // completion batch (PostDeferredSends), so frames made in one batch leave in one send.
   void QueueReply(Connection* c, Buffer* reply);
+  void DeferSend(Connection* c);
+  void PostDeferredSends();
   void MaybePostSend(Connection* c);
   // Pins the thread to options_.cpu while it serves a connection from this host and moves no
   // bulk data, unpins it otherwise; colocated_cpu_ says which.
@@ -275,6 +279,8 @@ class Worker {
   absl::flat_hash_map<Connection*, std::unique_ptr<Connection>> connections_;
   std::vector<std::unique_ptr<IoRequest>> io_requests_;
   IoRequest* free_io_ = nullptr;
+  // Connections with output queued in this completion batch (Connection::send_deferred).
+  std::vector<Connection*> deferred_sends_;
 };
 
 }  // namespace ringfs::server
