@@ -83,9 +83,10 @@ size_t Coherence::Publish(const ClientState& origin,
   return PushTo(others, keyed);
 }
 
-size_t Coherence::PublishKeyed(std::span<const KeyedChange> changes) const {
+size_t Coherence::PublishKeyed(std::span<const KeyedChange> changes,
+                               const ClientState* except) const {
   if (changes.empty()) return 0;
-  std::vector<std::shared_ptr<ClientState>> clients = registry_->Listeners(nullptr);
+  std::vector<std::shared_ptr<ClientState>> clients = registry_->Listeners(except);
   return PushTo(clients, changes);
 }
 

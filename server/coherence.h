@@ -40,14 +40,20 @@ class Coherence {
     InodeKey key;
     wire::Invalidation change;
   };
-  // Pushes changes made by someone other than a client (the export changed on the server,
-  // export_watch.h) to every client holding the nodes.
-  size_t PublishKeyed(std::span<const KeyedChange> changes) const;
+  // Pushes changes named by file to every client holding the nodes but `except`: changes made by
+  // someone other than a client (the export changed on the server, export_watch.h; `except`
+  // null), or files a client's request changed without naming them (OpContext::changed_files).
+  size_t PublishKeyed(std::span<const KeyedChange> changes,
+                      const ClientState* except = nullptr) const;
   // Changes were missed (the export watch's event queue overflowed): every listening client is
   // told to drop all it caches (InvalidationOutbox::PushReset). Returns how many were told.
   size_t PublishReset() const;
   // Whether any client listens (else changes need not even be resolved).
   bool HasListeners() const { return !registry_->Listeners(nullptr).empty(); }
+  // Whether a client other than `origin` listens. Cheap with one client (no allocation).
+  bool HasOtherListeners(const ClientState& origin) const {
+    return !registry_->Listeners(&origin).empty();
+  }
 
  private:
   // Pushes to each of `clients` the changes it holds a node of.

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "server/attr.h"
 #include "common/node_handle.h"
+#include "server/attr.h"
 #include "server/client_registry.h"
+#include "server/coherence.h"
 #include "server/export_options.h"
 #include "server/group_cache.h"
 #include "server/handle_seal.h"
@@ -51,6 +52,14 @@ struct OpContext {
   // Set by Execute: the caller was squashed to the anonymous identity, which never gets set-id
   // bits (RequestedMode).
   mutable bool anonymous = false;
+  // Set by the worker when another client listens for changes (coherence.h): only then do
+  // executors look for the files a request changes without naming them by node id.
+  bool others_listen = false;
+  // Those files, found by the executor while it runs the request: the file an UNLINK, RMDIR or
+  // RENAME removed or replaced (its link count and ctime changed, and another client may hold
+  // it by another name or an open descriptor), an existing file a CREATE truncated (its size
+  // and data). The worker pushes them to the other clients with the request's own changes.
+  mutable std::vector<Coherence::KeyedChange> changed_files;
 };
 
 // The body of a success reply, written in place into the reply buffer (after the out header).

@@ -94,17 +94,21 @@ absl::Status Executor::Run(const OpContext& ctx, const MkdirArgs& a, ReplyBody& 
 
 absl::Status Executor::Run(const OpContext& ctx, const UnlinkArgs& a, ReplyBody&) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  const std::optional<InodeKey> removed = FileToBeReplaced(ctx, parent->fd.get(), a.name);
   if (unlinkat(parent->fd.get(), NameBuffer(a.name).c_str(), 0) != 0) {
     return ErrnoError(errno, "unlinkat");
   }
+  if (removed) NoteChangedFile(ctx, *removed);  // its other names show one link fewer
   return absl::OkStatus();
 }
 
 absl::Status Executor::Run(const OpContext& ctx, const RmdirArgs& a, ReplyBody&) const {
   ASSIGN_OR_RETURN(NodeRef parent, GetNode(ctx, ctx.nodeid));
+  const std::optional<InodeKey> removed = FileToBeReplaced(ctx, parent->fd.get(), a.name);
   if (unlinkat(parent->fd.get(), NameBuffer(a.name).c_str(), AT_REMOVEDIR) != 0) {
     return ErrnoError(errno, "rmdir");
   }
+  if (removed) NoteChangedFile(ctx, *removed);  // a working directory elsewhere: no links left
   return absl::OkStatus();
 }
 
@@ -113,10 +117,15 @@ absl::Status Executor::Run(const OpContext& ctx, const RenameArgs& a, ReplyBody&
   if (a.flags & ~kAllowed) return ErrnoError(EINVAL, "unsupported rename flags");
   ASSIGN_OR_RETURN(NodeRef olddir, GetNode(ctx, ctx.nodeid));
   ASSIGN_OR_RETURN(NodeRef newdir, GetNode(ctx, a.newdir));
+  // The file a rename replaces loses a link (an exchange replaces nothing).
+  const std::optional<InodeKey> replaced = (a.flags & RENAME_EXCHANGE)
+                                               ? std::nullopt
+                                               : FileToBeReplaced(ctx, newdir->fd.get(), a.newname);
   if (renameat2(olddir->fd.get(), NameBuffer(a.oldname).c_str(), newdir->fd.get(),
                 NameBuffer(a.newname).c_str(), a.flags) != 0) {
     return ErrnoError(errno, "renameat2");
   }
+  if (replaced) NoteChangedFile(ctx, *replaced);
   return absl::OkStatus();
 }
 

@@ -104,6 +104,14 @@ absl::Status Executor::Run(const OpContext& ctx, const CreateArgs& a, ReplyBody&
     if (!created && (a.open_flags & FUSE_OPEN_KILL_SUIDGID)) RETURN_IF_ERROR(KillSuidSgid(fd.get()));
     ASSIGN_OR_RETURN(UniqueFd path_fd, PathFdOf(fd.get()));
     ASSIGN_OR_RETURN(struct stat st, StatFd(fd.get()));
+    // An existing file opened, not made (the caller's kernel thought the name absent): a
+    // truncation or a cleared set-id bit is a change the other clients holding it must see, as
+    // after an OPEN with O_TRUNC (ChangesOf only knows the request's name).
+    if (!created && (a.flags & O_TRUNC)) {
+      NoteChangedFile(ctx, InodeKey{st.st_dev, st.st_ino}, /*data_from=*/0);
+    } else if (!created && (a.open_flags & FUSE_OPEN_KILL_SUIDGID)) {
+      NoteChangedFile(ctx, InodeKey{st.st_dev, st.st_ino});
+    }
     ASSIGN_OR_RETURN(EntryIds ids, AddNode(ctx, std::move(path_fd), st));
     return ToEntryOut(ids.nodeid, ids.generation, st, ctx.times);
   };

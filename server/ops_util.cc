@@ -33,6 +33,20 @@ absl::StatusOr<NodeRef> GetNode(const OpContext& ctx, uint64_t nodeid) {
   return NodeRef(std::move(from_handle));
 }
 
+std::optional<InodeKey> FileToBeReplaced(const OpContext& ctx, int dir_fd, std::string_view name) {
+  if (!ctx.others_listen) return std::nullopt;
+  struct stat st;
+  // Nothing to record when the name is absent: the request then fails or replaces nothing.
+  if (fstatat(dir_fd, NameBuffer(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  return InodeKey{st.st_dev, st.st_ino};
+}
+
+void NoteChangedFile(const OpContext& ctx, const InodeKey& key, int64_t data_from) {
+  if (!ctx.others_listen) return;
+  wire::Invalidation change{wire::InvalidationKind::kInode, 0, data_from, 0, {}};
+  ctx.changed_files.push_back({key, std::move(change)});
+}
+
 absl::StatusOr<HandleRef> GetHandle(const OpContext& ctx, uint64_t fh) {
   return ctx.client->handles.Get(fh);
 }

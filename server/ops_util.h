@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -33,6 +34,13 @@ absl::StatusOr<UniqueFd> OpenNode(const Node& node, bool directory, int flags);
 // Looks `name` up under `parent_fd`, adds one lookup to its node and writes fuse_entry_out.
 absl::Status ReplyEntry(const OpContext& ctx, int parent_fd, std::string_view name,
                         ReplyBody& body);
+
+// The file `name` under `dir_fd` names now, if any, when other clients listen (ctx.others_listen):
+// a request about to remove or replace it records it in ctx.changed_files once it succeeded.
+std::optional<InodeKey> FileToBeReplaced(const OpContext& ctx, int dir_fd, std::string_view name);
+// Records that the file `key` changed: its attributes (`data_from` < 0), or its data from
+// `data_from` on and its attributes.
+void NoteChangedFile(const OpContext& ctx, const InodeKey& key, int64_t data_from = -1);
 
 // OPEN's check of a node's type (see OpenNode); also for CREATE's existing files.
 absl::Status CheckOpenable(const Node& node);

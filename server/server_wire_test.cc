@@ -19,6 +19,7 @@
 #include "common/cpu_contention.h"
 #include "common/dir_attrs.h"
 #include "common/host_id.h"
+#include "common/invalidation.h"
 #include "common/wire.h"
 #include "server/server.h"
 #include "server/test_client.h"
@@ -1363,6 +1364,92 @@ TEST_F(WireTest, ANegativeLookupInAnEmptyDirectorySaysItIsEmptyWhenAsked) {
                               CName("absent")));
   ASSERT_EQ(r.header.error, 0);
   EXPECT_EQ(r.body.size(), sizeof(fuse_entry_out));
+}
+
+// Files a request changes without naming them by node id are pushed to the other clients that
+// hold them: the file an UNLINK or RENAME removes or replaces (its other names show one link
+// fewer), and an existing file a CREATE (no O_EXCL: the caller's kernel thought the name absent)
+// opens with O_TRUNC. The request names only the directory entry, and an entry push invalidates
+// no inode in the receiving kernel.
+TEST_F(WireTest, FilesChangedWithoutBeingNamedArePushedToTheirHolders) {
+  auto open_with = [&](const std::string& client_id) {
+    wire::ClientHello hello = DefaultHello(client_id);
+    hello.set_want_invalidations(true);
+    wire::ServerHello accepted;
+    auto connected = TestClient::Connect(address_, hello, &accepted);
+    EXPECT_TRUE(connected.ok() && accepted.invalidations());
+    return connected.ok() ? *std::move(connected) : nullptr;
+  };
+  auto holder = open_with("holder");
+  auto changer = open_with("changer");
+  ASSERT_TRUE(holder && changer);
+  for (const char* name : {"h", "t", "x", "e"}) std::ofstream(export_.Join(name)) << "contents";
+  ASSERT_EQ(::link(export_.Join("h").c_str(), export_.Join("h2").c_str()), 0);
+  ASSERT_EQ(::link(export_.Join("t").c_str(), export_.Join("t2").c_str()), 0);
+  auto lookup = [&](TestClient& client, const char* name) {
+    Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName(name)));
+    EXPECT_EQ(r.header.error, 0) << name;
+    return r.header.error == 0 ? r.As<fuse_entry_out>().nodeid : 0;
+  };
+  // The holder knows the files by their other names only (h2, t2), and e.
+  const uint64_t h2 = lookup(*holder, "h2");
+  const uint64_t t2 = lookup(*holder, "t2");
+  const uint64_t e = lookup(*holder, "e");
+  ASSERT_NE(h2 * t2 * e, 0u);
+  // The kInode records pushed to the holder until none comes for 300 ms; entry records of the
+  // root are ignored (the holder holds the root).
+  auto pushed_inodes = [&]() {
+    std::vector<wire::Invalidation> inodes;
+    for (;;) {
+      auto frame = holder->Receive(std::chrono::milliseconds(300));
+      if (!frame.ok()) return inodes;
+      EXPECT_EQ(frame->header.unique, 0u);
+      EXPECT_EQ(frame->header.error, wire::kNotifyInvalidate);
+      std::vector<wire::Invalidation> records;
+      EXPECT_TRUE(wire::ParseInvalidations(frame->body, &records));
+      for (const auto& record : records) {
+        if (record.kind == wire::InvalidationKind::kInode) inodes.push_back(record);
+      }
+    }
+  };
+  const uint64_t dir = lookup(*changer, "x");  // any lookup: the changer works in the root
+  ASSERT_NE(dir, 0u);
+  ASSERT_EQ(Call(*changer, Frame(FUSE_UNLINK, ++unique_, 1, CName("h"))).header.error, 0);
+  std::vector<wire::Invalidation> inodes = pushed_inodes();
+  ASSERT_EQ(inodes.size(), 1u) << "the unlinked file, held by its other name";
+  EXPECT_EQ(inodes[0].nodeid, h2);
+  EXPECT_EQ(inodes[0].offset, -1) << "attributes only";
+
+  // rename x over t: t's other name t2 shows one link fewer.
+  fuse_rename2_in rename{};
+  rename.newdir = 1;
+  ASSERT_EQ(
+      Call(*changer, Frame(FUSE_RENAME2, ++unique_, 1, Bytes(rename) + CName("x") + CName("t")))
+          .header.error,
+      0);
+  inodes = pushed_inodes();
+  ASSERT_EQ(inodes.size(), 1u) << "the replaced file, held by its other name";
+  EXPECT_EQ(inodes[0].nodeid, t2);
+
+  // CREATE without O_EXCL of the existing e with O_TRUNC: its size and data.
+  fuse_create_in create{};
+  create.flags = O_CREAT | O_WRONLY | O_TRUNC;
+  create.mode = S_IFREG | 0644;
+  Reply created = Call(*changer, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("e")));
+  ASSERT_EQ(created.header.error, 0);
+  struct stat st;
+  ASSERT_EQ(::stat(export_.Join("e").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 0) << "the existing file was truncated";
+  inodes = pushed_inodes();
+  ASSERT_EQ(inodes.size(), 1u) << "the truncated file";
+  EXPECT_EQ(inodes[0].nodeid, e);
+  EXPECT_EQ(inodes[0].offset, 0) << "its data from the start";
+
+  // Without O_TRUNC nothing changed: nothing about e.
+  create.flags = O_CREAT | O_WRONLY;
+  ASSERT_EQ(
+      Call(*changer, Frame(FUSE_CREATE, ++unique_, 1, Bytes(create) + CName("e"))).header.error, 0);
+  EXPECT_TRUE(pushed_inodes().empty());
 }
 
 TEST_F(WireTest, ServerHelloCarriesTheInstanceId) {

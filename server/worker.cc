@@ -36,6 +36,13 @@ enum class TagKind : uint8_t {
 
 // Replies gathered into one SENDMSG.
 constexpr size_t kMaxSendIov = 32;
+
+// Requests that may remove, replace or truncate a file they do not name by node id
+// (OpContext::changed_files).
+bool ChangesUnnamedFiles(uint32_t opcode) {
+  return opcode == FUSE_UNLINK || opcode == FUSE_RMDIR || opcode == FUSE_RENAME ||
+         opcode == FUSE_RENAME2 || opcode == FUSE_CREATE;
+}
 // Bulk transfers (Worker::JudgeWindow): a window of 200 ms that moved at least
 // Options::bulk_window_bytes (32 MiB: 160 MB/s) in requests of 64 KiB or more on average,
 // replies included.
@@ -752,6 +759,10 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   ctx.gid = request->gid;
   ctx.pid = request->pid;
   ctx.times = c->setup.times;
+  // Only requests that may remove, replace or truncate a file they do not name by node id look
+  // for it, and only when someone would be told.
+  ctx.others_listen = options_.coherence != nullptr && ChangesUnnamedFiles(request->opcode) &&
+                      options_.coherence->HasOtherListeners(*ctx.client);
   if (c->setup.node_handles) {
     node_notes_.seal = c->setup.client->seal.get();
     node_notes_.records.clear();
@@ -799,7 +810,8 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
     return;
   }
   // Before the reply: once the caller sees its change done, the others have been told.
-  Publish(c, changes);
+  if (!outcome.status.ok()) ctx.changed_files.clear();  // a failed CREATE undid its file
+  Publish(c, changes, ctx.changed_files);
   pool_.Put(owned);
   if (!outcome.status.ok()) {
     RINGFS_LOG_DEBUG("session %u: %s unique %u: %s", c->setup.session_id,
@@ -1087,9 +1099,11 @@ void Worker::MaybeDestroy(Connection* c) {
   connection_count_.fetch_sub(1, std::memory_order_relaxed);
 }
 
-void Worker::Publish(Connection* c, std::span<const wire::Invalidation> changes) {
-  if (changes.empty()) return;
-  const size_t pushed = options_.coherence->Publish(*c->setup.client.get(), changes);
+void Worker::Publish(Connection* c, std::span<const wire::Invalidation> changes,
+                     std::span<const Coherence::KeyedChange> files) {
+  if (changes.empty() && files.empty()) return;
+  const size_t pushed = options_.coherence->Publish(*c->setup.client.get(), changes) +
+                        options_.coherence->PublishKeyed(files, c->setup.client.get());
   if (pushed > 0) stats_->invalidations_pushed.fetch_add(pushed, std::memory_order_relaxed);
 }
 

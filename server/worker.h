@@ -174,7 +174,9 @@ class Worker {
   // Sends the session's client everything its outbox holds (RunCommand's kFlushInvalidations).
   void FlushInvalidations(uint64_t session_id);
   // Tells the other clients what `changes` (of a request of `c` that succeeded) changed.
-  void Publish(Connection* c, std::span<const wire::Invalidation> changes);
+  // `files`: those it changed without naming them (OpContext::changed_files).
+  void Publish(Connection* c, std::span<const wire::Invalidation> changes,
+               std::span<const Coherence::KeyedChange> files = {});
   void RunCommand(Command& command);
   void AddConnection(ConnectionSetup setup);
   // Pins the thread to options_.cpu with its first co-located connection, unpins it after the

@@ -475,6 +475,38 @@ TEST_P(CoherenceTest, AFileWrittenThroughOneMountShowsChangesMadeThroughTheOther
   Report();
 }
 
+// A file whose name A removes or replaces keeps its other names (hard links) and B's open
+// descriptors: B must see its link count fall. The UNLINK and RENAME name only the directory
+// entry, so the server finds the file before it runs them and pushes its attributes too.
+TEST_P(CoherenceTest, ALinkCountThatARemovalOrReplacementLoweredIsSeen) {
+  ASSERT_EQ(mkdir(A("l").c_str(), 0755), 0);
+  for (const char* name : {"l/h", "l/t", "l/x"}) ASSERT_TRUE(WriteFile(A(name), "contents"));
+  ASSERT_EQ(link(A("l/h").c_str(), A("l/h2").c_str()), 0);
+  ASSERT_EQ(link(A("l/t").c_str(), A("l/t2").c_str()), 0);
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    ASSERT_EQ(StatOf(view->Mnt("l/h2")).nlink, 2u);
+    ASSERT_EQ(StatOf(view->Mnt("l/t2")).nlink, 2u);
+  }
+  const int held = open(B("l/t2").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  auto held_nlink = [&] {
+    struct stat st;
+    return fstat(held, &st) == 0 ? st.st_nlink : 0;
+  };
+  ASSERT_EQ(held_nlink(), 2u);
+
+  ASSERT_EQ(unlink(A("l/h").c_str()), 0);
+  Note("unlink-other-link", WaitSeen([&] { return StatOf(B("l/h2")).nlink == 1; }));
+  ASSERT_EQ(rename(A("l/x").c_str(), A("l/t").c_str()), 0);
+  Note("rename-over-open-file", WaitSeen([&] { return held_nlink() == 1; }));
+  Note("rename-over-other-link", WaitSeen([&] { return StatOf(B("l/t2")).nlink == 1; }));
+  close(held);
+  Report();
+  // The control kept what it cached: B's view came from the pushes.
+  EXPECT_EQ(StatOf(C("l/h2")).nlink, 2u);
+  EXPECT_EQ(StatOf(C("l/t2")).nlink, 2u);
+}
+
 // B made the directory, so B answers LOOKUPs of names absent from it itself
 // (frontend/complete_dirs.h). Names made in it through A, and on the export directly, must still
 // be found through B: each pushed entry invalidation sends that name's next LOOKUP to the server.
