@@ -37,6 +37,8 @@
 #                   the same build, an A/B of a mount option (e.g. async_unlink)
 #   RINGFS_BASE_SERVER_ARGS="--flag ..."  the ringfs-uring-base target gets its own ringfs-server
 #                   with these flags: an A/B of a server option (e.g. --no-pin-workers)
+#   RINGFS_BASE_SERVER_BIN=dir  the ringfs-uring-base target gets its own ringfs-server from dir
+#                   (with RINGFS_BASE_BIN=dir too: an A/B of a server change)
 #   SERVER_NOFILE=n open-file limit of the ringfs-servers (default 1048576, or the hard limit)
 #   EXPORT_FS=loop|dir  loop (default): the export is a fresh journaled ext4 on a loop device
 #                   (4 GiB sparse image in the work dir), the same filesystem for every target;
@@ -305,7 +307,7 @@ start_server() {  # start_server NAME [extra flags]: sets SERVER_ADDR
   # failure, logged) it holds one fd per node the client knows, and 100,000 files in one
   # directory need more than the usual 1024-20000 descriptors: raise the limit where we can.
   (ulimit -n "$SERVER_NOFILE" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
-   exec "$BIN/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$ready" \
+   exec "${SERVER_BIN:-$BIN}/ringfs-server" --export "$EXPORT" --listen 127.0.0.1:0 --ready-file "$ready" \
      --export-options no_root_squash "$@") \
     > "$LOGS/$name.log" 2>&1 &
   PIDS+=($!)
@@ -609,10 +611,12 @@ for target in ${TARGETS//,/ }; do
         MOUNT_BIN="$RINGFS_BASE_BIN"
       fi
       addr="${MAIN_ADDR:-}"
-      if [ "$target" = ringfs-uring-base ] && [ -n "${RINGFS_BASE_SERVER_ARGS:-}" ]; then
-        # A/B of a server option: the base target gets a server of its own.
+      if [ "$target" = ringfs-uring-base ] &&
+         [ -n "${RINGFS_BASE_SERVER_ARGS:-}${RINGFS_BASE_SERVER_BIN:-}" ]; then
+        # A/B of a server option or build: the base target gets a server of its own.
         # shellcheck disable=SC2086  # a list of flags
-        start_server ringfs-server-base $RINGFS_BASE_SERVER_ARGS
+        SERVER_BIN="${RINGFS_BASE_SERVER_BIN:-$BIN}" start_server ringfs-server-base \
+          $RINGFS_BASE_SERVER_ARGS
         addr="$SERVER_ADDR"
       fi
       extra=""
