@@ -103,6 +103,8 @@ struct BackendConfig {
   // Write-only opens get FOPEN_DIRECT_IO (frontend/open_reply.h); false when the kernel caches
   // writes (FUSE_WRITEBACK_CACHE agreed).
   bool direct_write_only = false;
+  // FUSE_WRITEBACK_CACHE agreed: opens are adjusted for it (AdjustOpenRequestForWriteback).
+  bool writeback_cache = false;
   // FUSE_ASYNC_DIO agreed: direct I/O comes as background requests (queue/request_class.h).
   bool async_dio = true;
   // The channel serves ring entries: the kernel may lose a caller's INTERRUPT

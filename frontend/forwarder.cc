@@ -13,6 +13,7 @@
 #include "common/dir_attrs.h"
 #include "common/fuse_ops.h"
 #include "frontend/local_answer.h"
+#include "frontend/open_reply.h"
 
 namespace ringfs::frontend {
 
@@ -214,7 +215,8 @@ Forwarder::Config ForwarderConfigOf(const BackendConfig& backend) {
                            .async = backend.async,
                            .dir_ends = backend.dir_ends,
                            .local_dirs = backend.local_dirs,
-                           .async_dio = backend.async_dio};
+                           .async_dio = backend.async_dio,
+                           .writeback_cache = backend.writeback_cache};
 }
 
 Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, void* body) {
@@ -383,6 +385,12 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     gate = std::max(gate, config_.async->NodeGate(request.header.nodeid));
     if (MeetsFilesByName(request)) gate = std::max(gate, config_.async->NamesGate());
     pending.gate = gate;
+  }
+  if (config_.writeback_cache) {
+    // The request's own bytes, which stay put until it is answered (Forward's contract); the
+    // reopen after a restart then asks for the same (NodeLedger keeps these flags).
+    AdjustOpenRequestForWriteback(request.opcode(), const_cast<char*>(request.op_in),
+                                  request.op_in_size);
   }
   iovec parts[2];
   const int nparts = Parts(request, parts);

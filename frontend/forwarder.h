@@ -117,6 +117,7 @@ class Forwarder {
     // directories by node (RequestChannel::HandlelessListings).
     LocalDirHandles* local_dirs = nullptr;
     bool async_dio = true;  // FUSE_ASYNC_DIO agreed (queue::ClassifyKernelRequest)
+    bool writeback_cache = false;  // FUSE_WRITEBACK_CACHE agreed (AdjustOpenRequestForWriteback)
   };
 
   Forwarder(Config config, WorkerStats* stats, RequestChannel* channel)

@@ -145,6 +145,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.dir_ends = dir_ends_.get();
   config.local_dirs = options_.handleless_listings ? local_dirs_.get() : nullptr;
   config.direct_write_only = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) == 0;
+  config.writeback_cache = (init_.agreed_flags & FUSE_WRITEBACK_CACHE) != 0;
   config.async_dio = (init_.agreed_flags & FUSE_ASYNC_DIO) != 0;
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/fuse.h>
 
+#include <cstddef>
 #include <cstring>
 
 namespace ringfs::frontend {
@@ -33,6 +34,18 @@ void AdjustOpenReply(uint32_t opcode, const void* op_in, size_t op_in_size, char
   std::memcpy(&out, body + open_out_at, sizeof(out));
   out.open_flags |= add;
   std::memcpy(body + open_out_at, &out, sizeof(out));
+}
+
+void AdjustOpenRequestForWriteback(uint32_t opcode, void* op_in, size_t op_in_size) {
+  // `flags` leads both fuse_open_in and fuse_create_in.
+  static_assert(offsetof(fuse_open_in, flags) == 0 && offsetof(fuse_create_in, flags) == 0);
+  if (opcode != FUSE_OPEN && opcode != FUSE_CREATE) return;
+  if (op_in_size < sizeof(uint32_t)) return;
+  uint32_t flags;
+  std::memcpy(&flags, op_in, sizeof(flags));
+  if ((flags & O_ACCMODE) == O_WRONLY) flags = (flags & ~O_ACCMODE) | O_RDWR;
+  flags &= ~O_APPEND;
+  std::memcpy(op_in, &flags, sizeof(flags));
 }
 
 }  // namespace ringfs::frontend

@@ -31,4 +31,15 @@ namespace ringfs::frontend {
 void AdjustOpenReply(uint32_t opcode, const void* op_in, size_t op_in_size, char* body,
                      size_t body_size);
 
+// What ringfs-mount changes in an OPEN or CREATE before the server opens the file, when the
+// kernel caches writes (writeback_cache): it asks for reading too, and drops O_APPEND. Why:
+// with that cache the kernel reads a page before it writes part of it, whatever the
+// descriptor's access mode (a write-only fd answered those reads EBADF: `echo >>` failed), and
+// it places appended bytes itself at the end it knows and writes pages back at explicit
+// offsets; an O_APPEND fd at the server put every written-back page at the file's end again
+// (each append copied the bytes before it). libfuse's passthrough examples do the same. A file
+// the caller may write but not read then cannot be opened for writing (EACCES). `op_in`: the
+// request's fuse_open_in / fuse_create_in, changed in place; other opcodes are left alone.
+void AdjustOpenRequestForWriteback(uint32_t opcode, void* op_in, size_t op_in_size);
+
 }  // namespace ringfs::frontend

@@ -395,6 +395,49 @@ TEST_P(WritebackCacheTest, RandomWritesMatchModelAndExport) {
   RandomWriteWorkload(Mnt("random.bin"), Exp("random.bin"), 777, true);
 }
 
+// With the writeback cache the kernel places appended bytes itself and writes pages back at
+// their offsets, and reads a page before it writes part of it, even through a write-only
+// descriptor. An O_APPEND or write-only fd at the server broke both: each append copied the
+// bytes before it to the end again, and `echo >>` failed with EBADF from its second line on
+// (the mount now opens such files read-write without O_APPEND at the server).
+TEST_P(WritebackCacheTest, AppendsAndPartialPageWritesLandWhereTheKernelPutThem) {
+  auto append = [&](const std::string& path, int access, const std::string& line) {
+    int fd = ::open(path.c_str(), access | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    const bool wrote = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    const int err = wrote ? 0 : errno;
+    return ::close(fd) == 0 ? err : errno;
+  };
+  for (int access : {O_RDWR, O_WRONLY}) {
+    const std::string name = access == O_RDWR ? "log-rdwr" : "log-wronly";
+    for (const char* line : {"line1\n", "line2\n", "line3\n"}) {
+      ASSERT_EQ(append(Mnt(name), access, line), 0) << name << " " << line;
+    }
+    EXPECT_EQ(ReadFile(Exp(name)), "line1\nline2\nline3\n") << name;
+    EXPECT_EQ(ReadFile(Mnt(name)), "line1\nline2\nline3\n") << name;
+  }
+  // A write at offset 0 through one descriptor while another has the file open O_APPEND.
+  ASSERT_EQ(WriteFile(Mnt("mixed"), "hello world\n"), 0);
+  int rdwr = ::open(Mnt("mixed").c_str(), O_RDWR | O_CLOEXEC);
+  int appending = ::open(Mnt("mixed").c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(rdwr, 0);
+  ASSERT_GE(appending, 0);
+  ASSERT_EQ(::pwrite(rdwr, "XX", 2, 0), 2);
+  ASSERT_EQ(::write(appending, "more\n", 5), 5);
+  ASSERT_EQ(::close(rdwr), 0);
+  ASSERT_EQ(::close(appending), 0);
+  EXPECT_EQ(ReadFile(Exp("mixed")), "XXllo world\nmore\n");
+  // A partial-page write in the middle of a page through a write-only descriptor.
+  ASSERT_EQ(WriteFile(Mnt("pages"), std::string(8192, 'z')), 0);
+  int wronly = ::open(Mnt("pages").c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(wronly, 0);
+  EXPECT_EQ(::pwrite(wronly, "QQQ", 3, 4096 + 100), 3) << ErrnoName(errno);
+  ASSERT_EQ(::close(wronly), 0);
+  std::string expected(8192, 'z');
+  expected.replace(4196, 3, "QQQ");
+  EXPECT_EQ(ReadFile(Exp("pages")), expected);
+}
+
 RINGFS_INSTANTIATE_TRANSPORTS(DataTest);
 RINGFS_INSTANTIATE_TRANSPORTS(ManyFilesTest);
 RINGFS_INSTANTIATE_TRANSPORTS(WritebackCacheTest);
