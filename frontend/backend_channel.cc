@@ -67,6 +67,42 @@ void DetectDeadPeer(int fd, bool is_unix) {
 
 uint64_t Ms(std::chrono::milliseconds ms) { return static_cast<uint64_t>(ms.count()) * 1'000'000; }
 
+// The directory entries an UNLINK, RMDIR or RENAME removes or moves, read from its arguments
+// (`iov[1..iovcnt)`, after the header); empty for other requests.
+std::vector<wire::Invalidation> EntriesItRemoves(const fuse_in_header& header, const iovec* iov,
+                                                 int iovcnt) {
+  std::string args;
+  for (int k = 1; k < iovcnt; ++k)
+    args.append(static_cast<const char*>(iov[k].iov_base), iov[k].iov_len);
+  auto name_at = [&](size_t at) -> std::string {
+    if (at >= args.size()) return {};
+    return args.substr(at, strnlen(args.data() + at, args.size() - at));
+  };
+  auto entry = [](uint64_t dir, std::string name) {
+    wire::Invalidation record;
+    record.kind = wire::InvalidationKind::kEntry;
+    record.nodeid = dir;
+    record.name = std::move(name);
+    return record;
+  };
+  std::vector<wire::Invalidation> entries;
+  if (header.opcode == FUSE_UNLINK || header.opcode == FUSE_RMDIR) {
+    if (std::string name = name_at(0); !name.empty()) entries.push_back(entry(header.nodeid, name));
+  } else if (header.opcode == FUSE_RENAME || header.opcode == FUSE_RENAME2) {
+    const size_t fixed =
+        header.opcode == FUSE_RENAME ? sizeof(fuse_rename_in) : sizeof(fuse_rename2_in);
+    if (args.size() <= fixed) return entries;
+    uint64_t newdir;  // first in fuse_rename_in and fuse_rename2_in
+    std::memcpy(&newdir, args.data(), sizeof(newdir));
+    const std::string from = name_at(fixed);
+    const std::string to = name_at(fixed + from.size() + 1);
+    if (from.empty() || to.empty()) return entries;
+    entries.push_back(entry(header.nodeid, from));
+    entries.push_back(entry(newdir, to));
+  }
+  return entries;
+}
+
 }  // namespace
 
 wire::ClientHello MakeClientHello(const BackendConfig& config) {
@@ -1227,7 +1263,10 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
     case Stage::kSent:
       // The server has it: its reply, if one comes, is read and dropped.
       --on_wire_;
-      dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change, r.reply.voided};
+      dropped_[r.unique] = {r.header.opcode, r.header.nodeid, r.change, r.reply.voided,
+                            config_.notifier != nullptr
+                                ? EntriesItRemoves(r.header, r.iov, r.iovcnt)
+                                : std::vector<wire::Invalidation>{}};
       if (r.change && config_.dir_attrs != nullptr) config_.dir_attrs->Unsettle();
       r.change = false;  // settled when its reply comes
       break;
@@ -1722,9 +1761,14 @@ bool BackendChannel::BeginReply(const fuse_out_header& header) {
   }
   current_dropped_ = {};
   if (auto dropped = dropped_.find(header.unique); dropped != dropped_.end()) {
-    current_dropped_ = dropped->second;
+    current_dropped_ = std::move(dropped->second);
     dropped_.erase(dropped);
     if (config_.dir_attrs != nullptr) config_.dir_attrs->Apply(current_dropped_.voided);
+    if (header.error == 0 && !current_dropped_.entries.empty()) {
+      // The caller was told it failed (its deadline), so its kernel kept the names; it ran
+      // after all: without this they would show the removed file for the entry lifetime.
+      config_.notifier->Post(std::move(current_dropped_.entries));
+    }
     if (current_dropped_.change) SettleChanges(1);
     current_slot_ = kOneWay;  // answered already (interrupt, deadline): read and drop
     FillWindow();

@@ -486,6 +486,8 @@ class BackendChannel {
     uint64_t nodeid = 0;
     bool change = false;   // settled when its reply is read
     RecordsVoided voided;  // applied once more then: it ran at the server after its End
+    // The names an UNLINK, RMDIR or RENAME removes: written into the kernel if it succeeds.
+    std::vector<wire::Invalidation> entries;
   };
   absl::flat_hash_map<uint64_t, Dropped> dropped_;
   Dropped current_dropped_;  // of the dropped reply being read; opcode 0 when none

@@ -176,6 +176,32 @@ TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
   free(buffer);
 }
 
+// An unlink past its deadline fails (ETIMEDOUT), so the kernel keeps the name; the server runs
+// it once it is back, and the mount learns so from the late answer. It must then drop the name
+// from its kernel: before, the removed file stayed visible through this mount (stat: nlink 0,
+// open: its old bytes) for the 60 s entry lifetime (found by a red-team pass).
+TEST_P(StoppedServerTest, AnUnlinkThatTimedOutButRanLaterLeavesNoNameBehind) {
+  ASSERT_EQ(WriteFile(Mnt("u"), "U"), 0);
+  ASSERT_EQ(ReadFile(Mnt("u")), "U");
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  auto remover = Async([&] { return RINGFS_ERRNO(::unlink(Mnt("u").c_str())); });
+  ASSERT_EQ(remover.wait_for(seconds(15)), std::future_status::ready) << "unlink hangs";
+  EXPECT_EQ(remover.get().err, ETIMEDOUT);
+  env_->server_process()->Signal(SIGCONT);
+  auto deadline = Clock::now() + seconds(5);
+  struct stat st;
+  while (Clock::now() < deadline && ::lstat(Exp("u").c_str(), &st) == 0) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_NE(::lstat(Exp("u").c_str(), &st), 0) << "the unlink never ran at the server";
+  deadline = Clock::now() + seconds(5);
+  while (Clock::now() < deadline && ::lstat(Mnt("u").c_str(), &st) == 0) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_NE(::lstat(Mnt("u").c_str(), &st), 0) << "the mount still shows the removed name";
+  EXPECT_EQ(errno, ENOENT);
+}
+
 TEST_P(StoppedServerTest, UmountReturnsWhileTheServerIsStopped) {
   ASSERT_EQ(WriteFile(Mnt("f"), "x"), 0);
   ASSERT_TRUE(StopAndWait(env_->server_process()));
