@@ -1276,6 +1276,30 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
   Answer(slot, -err, 0, origin);
 }
 
+// An O_APPEND write goes where the server's file ends, which the kernel placed at the end it had
+// cached: after another mount's append (pushed as an invalidation, which marks the size stale
+// but does not reload it) the two differ, and the kernel's page cache holds the bytes at the
+// wrong offset (a read() refetches them, an mmap does not). The write's post-op size says so:
+// the file's cached pages and attributes are dropped.
+void BackendChannel::AppendedElsewhere(const Record& r, uint64_t size_after) {
+  if (config_.notifier == nullptr || r.iovcnt < 2 || r.iov[1].iov_len < sizeof(fuse_write_in) ||
+      current_body_ < sizeof(fuse_write_out)) {
+    return;
+  }
+  fuse_write_in in;
+  std::memcpy(&in, r.iov[1].iov_base, sizeof(in));
+  if ((in.flags & O_APPEND) == 0) return;
+  fuse_write_out out;
+  std::memcpy(&out, r.reply.body, sizeof(out));
+  if (in.offset + out.size == size_after) return;
+  wire::Invalidation pages;
+  pages.kind = wire::InvalidationKind::kInode;
+  pages.nodeid = r.header.nodeid;
+  pages.offset = 0;  // every page, and the attributes
+  pages.length = 0;
+  config_.notifier->Post({std::move(pages)});
+}
+
 void BackendChannel::NoteXattrRequest(Record& r) {
   switch (r.header.opcode) {
     case FUSE_GETXATTR: {
@@ -1922,6 +1946,7 @@ size_t BackendChannel::TakeTrailers() {
       // write before it (an unlink detached later drops the record: NamesChanged).
       const bool unlinks_owed =
           config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
+      if (trailer.nodeid == r.header.nodeid) AppendedElsewhere(r, trailer.attr.attr.size);
       if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record &&
           !unlinks_owed) {
         config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket,

@@ -334,6 +334,9 @@ class BackendChannel {
   static constexpr uint64_t kQuickReconnectNs = 1'000'000'000;
 
   uint64_t Tag(Op op) const;
+  // An O_APPEND WRITE whose file ended elsewhere than its kernel thought (`size_after`, from its
+  // record): the kernel's pages of it are dropped.
+  void AppendedElsewhere(const Record& r, uint64_t size_after);
   void OnTick();
   void StartConnect();
   void OnConnectStep(Op op, int res);

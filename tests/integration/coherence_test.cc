@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
@@ -505,6 +506,36 @@ TEST_P(CoherenceTest, ALinkCountThatARemovalOrReplacementLoweredIsSeen) {
   // The control kept what it cached: B's view came from the pushes.
   EXPECT_EQ(StatOf(C("l/h2")).nlink, 2u);
   EXPECT_EQ(StatOf(C("l/t2")).nlink, 2u);
+}
+
+// An append through A's page cache after B appended: A's kernel places it at the end it had
+// cached (the push marked the size stale without reloading it) while the server appends at the
+// real end. A read() refetches; A's mapping kept A's bytes at B's offset until something made
+// A's kernel ask for the size again (found by a red-team pass). The write's post-op size shows
+// the difference, and A's mount drops the file's pages.
+TEST_P(CoherenceTest, AnAppendAfterAnotherMountsAppendLeavesNoWrongPagesInAMapping) {
+  ASSERT_TRUE(WriteFile(A("a"), std::string(8192, '0')));
+  const int fd = open(A("a").c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  std::string first(8192, '\0');
+  ASSERT_EQ(pread(fd, first.data(), first.size(), 0), 8192);
+  void* mapped = mmap(nullptr, 65536, PROT_READ, MAP_SHARED, fd, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  const auto* view = static_cast<const char*>(mapped);
+  ASSERT_TRUE(WriteFile(B("a"), std::string(8192, 'B'), O_APPEND));
+  // The push has reached A's kernel: its size is stale (the cached pages are all still right).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string mine(8192, 'A');
+  ASSERT_EQ(write(fd, mine.data(), mine.size()), 8192);
+  const std::string exported = Slurp(env_->Exp("a"));
+  ASSERT_EQ(exported.size(), 3 * 8192u);
+  EXPECT_EQ(exported.substr(8192, 8192), std::string(8192, 'B'));
+  EXPECT_EQ(exported.substr(16384), mine);
+  Note("append-after-other-append", WaitSeen([&] { return view[8192] == 'B'; }));
+  EXPECT_EQ(std::string(view + 8192, 8192), std::string(8192, 'B'));
+  munmap(mapped, 65536);
+  close(fd);
+  Report();
 }
 
 // B made the directory, so B answers LOOKUPs of names absent from it itself
