@@ -43,6 +43,7 @@ bool ChangesUnnamedFiles(uint32_t opcode) {
   return opcode == FUSE_UNLINK || opcode == FUSE_RMDIR || opcode == FUSE_RENAME ||
          opcode == FUSE_RENAME2 || opcode == FUSE_CREATE;
 }
+
 // Bulk transfers (Worker::JudgeWindow): a window of 200 ms that moved at least
 // Options::bulk_window_bytes (32 MiB: 160 MB/s) in requests of 64 KiB or more on average,
 // replies included.
