@@ -616,7 +616,7 @@ for target in ${TARGETS//,/ }; do
         # A/B of a server option or build: the base target gets a server of its own.
         # shellcheck disable=SC2086  # a list of flags
         SERVER_BIN="${RINGFS_BASE_SERVER_BIN:-$BIN}" start_server ringfs-server-base \
-          $RINGFS_BASE_SERVER_ARGS
+          ${RINGFS_BASE_SERVER_ARGS:-}
         addr="$SERVER_ADDR"
       fi
       extra=""
