@@ -710,6 +710,10 @@ void Worker::ProcessInput(Connection* c) {
     break;
   }
   if (c->begin == c->end) c->begin = c->end = 0;
+  // The replies of these frames go before the next RECV: io_uring runs SQEs in order, and the
+  // caller waits for the reply, not for the RECV to be armed. (Still listed: PostDeferredSends
+  // adds what completes later in this batch.)
+  if (c->send_deferred) MaybePostSend(c);
   MaybePostRecv(c);
 }
 
