@@ -59,5 +59,33 @@ TEST(OpenReplyTest, ShortOrForeignRepliesAreLeftAlone) {
   for (char c : body) EXPECT_EQ(c, 0);
 }
 
+// With a writeback cache the server opens for reading too and never O_APPEND; other flags stay.
+TEST(OpenReplyTest, WritebackOpensAskForReadingAndDropAppend) {
+  auto after = [](uint32_t opcode, uint32_t flags) {
+    if (opcode == FUSE_CREATE) {
+      fuse_create_in in{};
+      in.flags = flags;
+      in.mode = 0644;
+      AdjustOpenRequestForWriteback(opcode, &in, sizeof(in));
+      EXPECT_EQ(in.mode, 0644u);
+      return in.flags;
+    }
+    fuse_open_in in{};
+    in.flags = flags;
+    AdjustOpenRequestForWriteback(opcode, &in, sizeof(in));
+    return in.flags;
+  };
+  for (uint32_t opcode : {FUSE_OPEN, FUSE_CREATE}) {
+    EXPECT_EQ(after(opcode, O_WRONLY | O_APPEND | O_TRUNC),
+              static_cast<uint32_t>(O_RDWR | O_TRUNC));
+    EXPECT_EQ(after(opcode, O_RDWR | O_APPEND), static_cast<uint32_t>(O_RDWR));
+    EXPECT_EQ(after(opcode, O_RDONLY | O_NOATIME), static_cast<uint32_t>(O_RDONLY | O_NOATIME));
+  }
+  fuse_open_in untouched{};
+  untouched.flags = O_WRONLY | O_APPEND;
+  AdjustOpenRequestForWriteback(FUSE_GETATTR, &untouched, sizeof(untouched));
+  EXPECT_EQ(untouched.flags, static_cast<uint32_t>(O_WRONLY | O_APPEND));
+}
+
 }  // namespace
 }  // namespace ringfs::frontend
