@@ -179,20 +179,17 @@ absl::StatusOr<ServerSession> ConnectToServer(const BackendConfig& config) {
   return session;
 }
 
-BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kind,
-                               ReplySink* sink)
+BackendChannel::BackendChannel(BackendConfig config, io_uring* ring, uint8_t kind, ReplySink* sink)
     : config_(std::move(config)),
       ring_(ring),
       kind_(kind),
       sink_(sink),
-      records_(config_.max_inflight + 1 + (config_.async != nullptr ? kDetached : 0)),
+      records_(config_.max_inflight + 1 + (detachable() ? kDetached : 0)),
       staging_(kStagingBytes),
       discard_(kDiscardBytes) {
   by_unique_.reserve(records_.size());
-  if (config_.async != nullptr) {
-    detached_.resize(kDetached);
-    gate_fd_.Reset(eventfd(0, EFD_CLOEXEC));
-  }
+  if (detachable()) detached_.resize(kDetached);
+  if (config_.async != nullptr) gate_fd_.Reset(eventfd(0, EFD_CLOEXEC));
   if (config_.tls != nullptr) tls_ = std::make_unique<tls::RingTransport>(ring_);
   reclaim_slot_ = config_.max_inflight;
   tick_.tv_sec = 0;
@@ -361,6 +358,7 @@ void BackendChannel::SubmitDetached(const fuse_in_header& header, const iovec* p
   }
   d.reply.resize(kDetachedReplyBytes);
   ++detached_live_;
+  if (header.opcode == FUSE_RELEASE) ++detached_releases_;
   const uint32_t slot = reclaim_slot_ + 1 + index;
   // Its own copy stands for the kernel's bytes, its own buffer for the reply's.
   fuse::ReplyBounds bounds = fuse::SuccessReplyBounds(header.opcode, nullptr, 0);
@@ -517,7 +515,7 @@ void BackendChannel::FillWindow() {
     // The oldest that may go: one gated behind early unlinks waits (AsyncRemovals), and
     // detached ones wait for their batch; the others pass them.
     auto next = waiting_.begin();
-    if (config_.async != nullptr) {
+    if (detachable()) {
       bool asked = false;
       while (next != waiting_.end()) {
         if ((gathering_ && IsDetached(*next)) || records_[*next]->reply.local) {
@@ -525,7 +523,7 @@ void BackendChannel::FillWindow() {
           continue;
         }
         const uint64_t gate = records_[*next]->gate;
-        if (config_.async->Passed(gate)) break;
+        if (gate == 0 || config_.async->Passed(gate)) break;
         if (!asked && gate_fd_.valid()) {
           // Ask first, then look again: an End in between is not missed.
           config_.async->WakeAtNextEnd(gate_fd_.get());
@@ -1415,6 +1413,7 @@ void BackendChannel::FinishDetached(uint32_t slot, int error, size_t body, Reply
   Detached& d = detached_[slot - reclaim_slot_ - 1];
   d.live = false;
   --detached_live_;
+  if (r.header.opcode == FUSE_RELEASE) --detached_releases_;
   uint64_t forgets = 0;
   if (r.header.opcode == FUSE_SETATTR) {
     const bool done = error == 0 && origin == ReplyOrigin::kServer && body >= sizeof(fuse_attr_out);
@@ -1558,9 +1557,22 @@ bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
     }
   }
   if (detached_live_ == 0 && releases.empty()) return false;
+  // Only RELEASEs owed change nothing a client could see, and the server lets go of a gone
+  // client's open files itself (its session ends). So they are waited for briefly, and not at
+  // all while no server is reached: a mount whose server is down or stopped ends as promptly
+  // as before they were answered early.
+  const bool only_releases = detached_live_ == detached_releases_ && releases.empty();
+  if (only_releases && state_ != State::kUp) {
+    RINGFS_LOG_INFO(
+        "queue %u: the mount ended with %u RELEASEs unanswered and no server "
+        "reached; the server closes those files when the session ends",
+        config_.queue, detached_releases_);
+    *deadline_ns = kDrainOver;
+    return false;
+  }
   const uint64_t now = MonotonicNs();
   if (*deadline_ns == 0) {
-    *deadline_ns = now + kDetachedDrainNs;
+    *deadline_ns = now + (only_releases ? kReleasesDrainNs : kDetachedDrainNs);
     RINGFS_LOG_INFO(
         "queue %u: the mount ended with %zu requests answered early (unlinks, attribute changes, "
         "writes, releases) not yet answered by the server; waiting for them",
@@ -1568,11 +1580,19 @@ bool BackendChannel::KeepForDetached(uint64_t* deadline_ns) {
     return true;
   }
   if (now < *deadline_ns) return true;
-  RINGFS_LOG_ERROR(
-      "queue %u: %zu requests answered early (unlinks, attribute changes, writes, releases) were "
-      "not answered by the server within %llu s of the mount's end; they may not have run",
-      config_.queue, detached_live_ + releases.size(),
-      static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
+  if (only_releases) {
+    RINGFS_LOG_INFO(
+        "queue %u: %u RELEASEs not answered within %llu ms of the mount's end; the "
+        "server closes those files when the session ends",
+        config_.queue, detached_releases_,
+        static_cast<unsigned long long>(kReleasesDrainNs / 1'000'000));
+  } else {
+    RINGFS_LOG_ERROR(
+        "queue %u: %zu requests answered early (unlinks, attribute changes, writes, releases) "
+        "were not answered by the server within %llu s of the mount's end; they may not have run",
+        config_.queue, detached_live_ + releases.size(),
+        static_cast<unsigned long long>(kDetachedDrainNs / 1'000'000'000));
+  }
   for (uint32_t slot : releases) End(slot, ETIMEDOUT, ReplyOrigin::kTimeout);
   timeouts_ += releases.size();
   *deadline_ns = kDrainOver;

@@ -112,6 +112,9 @@ struct BackendConfig {
   bool probe_signals = false;
   // Unlinks answered before the server ran them (the async_unlink option); null: off.
   AsyncRemovals* async = nullptr;
+  // A file's RELEASE is answered by the mount and sent with the next request, or at most
+  // detached_batch_wait later (Forwarder; off with the sync_release option). Needs no `async`.
+  bool detach_releases = false;
   // The longest a detached record waits for its batch (BackendChannel::kDetachedBatch): tests
   // lengthen it to look at a batch while it gathers.
   std::chrono::nanoseconds detached_batch_wait{std::chrono::milliseconds(1)};
@@ -194,7 +197,9 @@ class BackendChannel {
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate = 0, uint64_t after = 0,
                       const RecordsVoided& voided = {});
-  bool CanDetach() const { return config_.async != nullptr && detached_live_ < kDetached; }
+  bool CanDetach() const { return detachable() && detached_live_ < kDetached; }
+  // RELEASEs of files may be detached without early changes before them (detach_releases).
+  bool DetachesReleases() const { return config_.detach_releases; }
   // The server of the current (or last) connection lists directories by node (fh 0).
   bool HandlelessListings() const { return handleless_listings_on_; }
   // Early unlinks the server has not answered yet: a worker on its way out waits for them.
@@ -205,7 +210,8 @@ class BackendChannel {
   // owed to the server, and for the RELEASEs waiting behind early changes without one (no
   // deadline either: they hold a /dev/fuse slot or ring entry), for at most kDetachedDrain from
   // the first call (`*deadline_ns`, 0 before it). Past that they are given up, logged, and those
-  // RELEASEs ended, which gives their slots back; false from then on.
+  // RELEASEs ended, which gives their slots back; false from then on. When only detached
+  // RELEASEs are owed: at most kReleasesDrainNs, and not at all while no server is reached.
   bool KeepForDetached(uint64_t* deadline_ns);
 
   void OnCompletion(uint64_t user_data, int res);
@@ -313,6 +319,8 @@ class BackendChannel {
   // A detached record's copy of its frame keeps no more room than this once answered.
   static constexpr size_t kKeptFrameBytes = 64 << 10;
   static constexpr uint64_t kDetachedDrainNs = 30'000'000'000;
+  // The same when only RELEASEs are owed (KeepForDetached).
+  static constexpr uint64_t kReleasesDrainNs = 1'000'000'000;
   static constexpr uint64_t kDrainOver = ~0ull;  // KeepForDetached gave up
   // Detached records owed longer than this are logged (again at most this often).
   static constexpr uint64_t kDetachedOwedWarnNs = 60'000'000'000;
@@ -407,6 +415,8 @@ class BackendChannel {
   // Logs and counts its failure, and has the kernel look the name up again.
   void FailedDetached(const Record& r, const Detached& d, int error, ReplyOrigin origin);
   uint32_t window() const;
+  // Detached records exist: for early requests (async) or RELEASEs (detach_releases).
+  bool detachable() const { return config_.async != nullptr || config_.detach_releases; }
 
   BackendConfig config_;
   io_uring* ring_;
@@ -467,6 +477,7 @@ class BackendChannel {
   uint64_t replayed_removals_ = 0;  // UNLINK/RMDIR ENOENTs answered success (FinishReply)
   std::vector<Detached> detached_;  // by slot - reclaim_slot_ - 1
   uint32_t detached_live_ = 0;
+  uint32_t detached_releases_ = 0;  // of detached_live_: RELEASEs (KeepForDetached)
   uint64_t owed_warned_ns_ = 0;  // the last warning about detached records owed too long
   bool gathering_ = false;          // detached records wait for their batch (kDetachedBatch)
   uint32_t detached_gathered_ = 0;  // of this batch

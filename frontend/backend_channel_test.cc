@@ -139,7 +139,8 @@ class Harness : public ReplySink {
                    InterruptBoard* interrupts = nullptr, NodeLedger* ledger = nullptr,
                    ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
                    CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr,
-                   std::chrono::nanoseconds batch_wait = BackendConfig{}.detached_batch_wait) {
+                   std::chrono::nanoseconds batch_wait = BackendConfig{}.detached_batch_wait,
+                   bool detach_releases = false) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -156,6 +157,7 @@ class Harness : public ReplySink {
     config.dirs = dirs;
     config.async = async;
     config.detached_batch_wait = batch_wait;
+    config.detach_releases = detach_releases;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -236,6 +238,18 @@ class Harness : public ReplySink {
     iovec part{payload.data(), payload.size()};
     ASSERT_TRUE(channel_->CanDetach());
     channel_->SubmitDetached(in, &part, 1, MonotonicNs(), seq, 0, 0, voided);
+  }
+  // A file's RELEASE of `fh` answered early (Forwarder, detach_releases): the channel owns it.
+  void SendDetachedRelease(uint64_t unique, uint64_t nodeid, uint64_t fh) {
+    fuse_in_header in{};
+    in.opcode = FUSE_RELEASE;
+    in.unique = unique;
+    in.nodeid = nodeid;
+    fuse_release_in release{};
+    release.fh = fh;
+    iovec part{&release, sizeof(release)};
+    ASSERT_TRUE(channel_->CanDetach());
+    channel_->SubmitDetached(in, &part, 1, MonotonicNs(), 0, 0, 0, {});
   }
   // Runs completions until `done()` (or a generous deadline).
   void RunUntil(const std::function<bool()>& done,
@@ -1585,6 +1599,91 @@ TEST(BackendChannelTest, AForgetHeldForADirectoryFollowsItsUnlinks) {
   EXPECT_EQ(second_opcode.load(), static_cast<uint32_t>(FUSE_FORGET));
   EXPECT_EQ(forgot_node.load(), 7u);
   EXPECT_EQ(forgot.load(), 3u);
+}
+
+// A RELEASE answered early (no async option: detach_releases alone) waits for the next request
+// and goes ahead of it, so a create loop's close costs the server no wake-up of its own. Its
+// answer reaches no one.
+TEST(BackendChannelTest, AReleaseAnsweredEarlyGoesAheadOfTheNextRequest) {
+  AnsweringServer server;
+  Harness h(server.address(), "", nullptr, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, nullptr, std::chrono::seconds(30), /*detach_releases=*/true);
+  h.WaitConnected();
+  h.SendDetachedRelease(20, 9, 77);
+  h.RunUntil([] { return false; }, milliseconds(200));
+  EXPECT_TRUE(server.opcodes().empty()) << "a lone RELEASE went before its batch ended";
+  h.Send(0, FUSE_LOOKUP, 21, sizeof(fuse_entry_out), sizeof(fuse_entry_out), std::string("x\0", 2),
+         false, 7);
+  h.WaitForAnswers(1);
+  h.RunUntil([&] { return h.channel().detached() == 0; });
+  EXPECT_EQ(server.opcodes(), (std::vector<uint32_t>{FUSE_RELEASE, FUSE_LOOKUP}));
+  EXPECT_EQ(h.answers_.size(), 1u) << "the RELEASE's answer reached the sink";
+  EXPECT_EQ(h.answers_[0].header.error, -ENOENT);
+  EXPECT_EQ(h.channel().detached(), 0u);
+}
+
+// A connection lost before the server answered a RELEASE answered early: it is sent again.
+TEST(BackendChannelTest, AReleaseAnsweredEarlyIsSentAgainAfterALostConnection) {
+  std::atomic<int> connection{0};
+  std::atomic<int> releases{0};
+  ScriptedServer server([&](int fd) {
+    if (connection++ == 0) {
+      if (ReadRequest(fd).opcode == FUSE_RELEASE) ++releases;
+      return;  // never answered: the connection ends
+    }
+    for (;;) {
+      std::vector<char> rest;
+      fuse_in_header in = ReadRequest(fd, &rest);
+      if (in.len == 0) return;
+      fuse_release_in release{};
+      std::memcpy(&release, rest.data(), std::min(rest.size(), sizeof(release)));
+      if (in.opcode == FUSE_RELEASE && release.fh == 77) ++releases;
+      WriteReply(fd, in.unique, 0, "");
+    }
+  });
+  server.same_instance_ = true;
+  Harness h(server.address(), "", nullptr, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, nullptr, milliseconds(1), /*detach_releases=*/true);
+  h.WaitConnected();
+  h.SendDetachedRelease(20, 9, 77);
+  h.RunUntil([&] { return h.channel().detached() == 0; }, milliseconds(15000));
+  EXPECT_EQ(h.channel().detached(), 0u);
+  EXPECT_GE(connection.load(), 2);
+  EXPECT_EQ(releases.load(), 2);
+  EXPECT_TRUE(h.answers_.empty());
+}
+
+// The mount's end waits for a RELEASE answered early while its server is reached, up to a
+// second, and not at all when none is: only the server's handle hangs on it, and the server
+// drops a gone client's files. A stopped server must not keep ringfs-mount 30 s after umount.
+TEST(BackendChannelTest, TheMountsEndWaitsBrieflyForEarlyReleasesAndOnlyWhileTheServerIsReached) {
+  std::atomic<int> connection{0};
+  auto server = std::make_unique<ScriptedServer>([&](int fd) {
+    ++connection;
+    ReadRequest(fd);  // the RELEASE, never answered
+    (void)ArrivesWithin(fd, 3000);
+  });
+  Harness h(server->address(), "", nullptr, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, nullptr, milliseconds(1), /*detach_releases=*/true);
+  h.WaitConnected();
+  h.SendDetachedRelease(20, 9, 77);
+  h.RunUntil([&] { return connection.load() >= 1; });
+  uint64_t deadline = 0;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(h.channel().KeepForDetached(&deadline)) << "connected: the RELEASE is waited for";
+  h.RunUntil([&] { return !h.channel().KeepForDetached(&deadline); }, milliseconds(5000));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(h.channel().connected());
+  EXPECT_GE(waited, milliseconds(900));
+  EXPECT_LE(waited, milliseconds(3000)) << "waited as for early unlinks (30 s)";
+  EXPECT_FALSE(h.channel().KeepForDetached(&deadline));
+
+  uint64_t again = 0;
+  server.reset();  // the connection ends, and no server listens any more
+  h.RunUntil([&] { return !h.channel().connected(); });
+  ASSERT_FALSE(h.channel().connected());
+  EXPECT_FALSE(h.channel().KeepForDetached(&again)) << "no server: the worker may go at once";
+  EXPECT_EQ(h.channel().detached(), 1u);
 }
 
 }  // namespace

@@ -187,6 +187,15 @@ bool MayWriteEarly(const fuse_write_in& in) {
          (in.write_flags & FUSE_WRITE_CACHE) == 0;
 }
 
+// A RELEASE that may reach the server a moment later than the kernel sent it: it only closes
+// the server's handle (nothing a client sees changes: no lock is held there, and what was
+// written is on the server already). One that drops a flock() lock goes at once, should the
+// kernel ever hand those to us.
+bool ReleaseMayWait(const KernelRequest& request) {
+  return request.op_in_size >= sizeof(fuse_release_in) &&
+         (request.Struct<fuse_release_in>().release_flags & FUSE_RELEASE_FLOCK_UNLOCK) == 0;
+}
+
 bool AnswersWithEntry(uint32_t opcode) {
   return opcode == FUSE_LOOKUP || opcode == FUSE_CREATE || opcode == FUSE_MKNOD ||
          opcode == FUSE_MKDIR || opcode == FUSE_SYMLINK;
@@ -271,11 +280,15 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   if (config_.async != nullptr && config_.async->writes()) {
     if (std::optional<Verdict> early = AcceptWithWrites(request, state, body)) return *early;
   }
-  if (config_.async != nullptr && request.opcode() == FUSE_RELEASE && channel_->CanDetach()) {
-    // Behind early changes of its file: answered now (the kernel does not wait for a RELEASE
-    // nor look at its answer) and sent once they are done. Waiting in its channel it would hold
-    // the kernel's request slot, and given up at its deadline leave the file open at the server.
-    if (const uint64_t gate = config_.async->NodeGate(request.header.nodeid); gate != 0) {
+  if (request.opcode() == FUSE_RELEASE && channel_->CanDetach()) {
+    // The kernel neither waits for a RELEASE nor looks at its answer. Behind early changes of
+    // its file: answered now and sent once they are done (waiting in its channel it would hold
+    // the kernel's request slot, and given up at its deadline leave the file open at the
+    // server). Otherwise, by default, answered now and sent with the next request: a create
+    // loop's close then costs the server no wake-up of its own (ReleaseMayWait).
+    const uint64_t gate =
+        config_.async != nullptr ? config_.async->NodeGate(request.header.nodeid) : 0;
+    if (gate != 0 || (channel_->DetachesReleases() && ReleaseMayWait(request))) {
       Detach(request, *state, /*seq=*/0, gate, /*after=*/0);
       return Answer(request, state, 0, 0, ReplyOrigin::kLocal);
     }

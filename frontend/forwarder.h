@@ -46,6 +46,8 @@ class RequestChannel {
   virtual bool HandlelessListings() const { return false; }
   // As BackendChannel::CanDetach and SubmitDetached.
   virtual bool CanDetach() const { return false; }
+  // As BackendChannel::DetachesReleases.
+  virtual bool DetachesReleases() const { return false; }
   virtual void SubmitDetached(const fuse_in_header& /*header*/, const iovec* /*parts*/,
                               int /*nparts*/, uint64_t /*received_ns*/, uint64_t /*seq*/,
                               uint64_t /*gate*/, uint64_t /*after*/,
@@ -65,6 +67,7 @@ class BackendRequestChannel final : public RequestChannel {
   }
   bool HandlelessListings() const override { return channel_->HandlelessListings(); }
   bool CanDetach() const override { return channel_->CanDetach(); }
+  bool DetachesReleases() const override { return channel_->DetachesReleases(); }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate, uint64_t after,
                       const RecordsVoided& voided) override {

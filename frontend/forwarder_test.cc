@@ -54,6 +54,7 @@ class RecordingChannel final : public RequestChannel {
     one_way.emplace_back(static_cast<const char*>(frame), size);
   }
   bool CanDetach() const override { return detach; }
+  bool DetachesReleases() const override { return detach_releases; }
   bool HandlelessListings() const override { return handleless; }
   void SubmitDetached(const fuse_in_header& header, const iovec* parts, int nparts,
                       uint64_t received_ns, uint64_t seq, uint64_t gate, uint64_t /*after*/,
@@ -70,6 +71,7 @@ class RecordingChannel final : public RequestChannel {
   std::vector<Submitted> submitted;
   std::vector<std::string> one_way;
   bool detach = false;  // CanDetach
+  bool detach_releases = false;  // DetachesReleases
   bool handleless = false;  // HandlelessListings
   std::vector<Submitted> detached;
 };
@@ -398,6 +400,34 @@ TEST_P(ForwarderTest, AnUnlinkIsAnsweredAtOnceAndWhatFollowsWaitsForIt) {
   Delivery attr_later = Make(transport(), FUSE_GETATTR, getattr);
   EXPECT_EQ(Accept(attr_later).kind, Verdict::Kind::kAnswer)
       << "nothing owed: the newest post-op snapshot answers, as without the option";
+}
+
+// A file's RELEASE is answered at once and handed to the channel to go with the next request
+// (the kernel neither waits for it nor reads its answer); one that drops a flock() lock, or
+// any with sync_release or no detached record free, goes the usual way.
+TEST_P(ForwarderTest, AReleaseIsAnsweredAtOnceAndSentWithWhatFollows) {
+  fuse_release_in release{};
+  release.fh = 99;
+  Delivery plain = Make(transport(), FUSE_RELEASE, release);
+  EXPECT_EQ(Accept(plain).kind, Verdict::Kind::kForward) << "sync_release";
+  channel_.detach_releases = true;
+  Delivery full = Make(transport(), FUSE_RELEASE, release);
+  EXPECT_EQ(Accept(full).kind, Verdict::Kind::kForward) << "no detached record free";
+  channel_.detach = true;
+  Delivery detached = Make(transport(), FUSE_RELEASE, release);
+  ExpectAnswer(Accept(detached), 0, ReplyOrigin::kLocal);
+  ASSERT_EQ(channel_.detached.size(), 1u);
+  EXPECT_EQ(channel_.detached[0].header.opcode, static_cast<uint32_t>(FUSE_RELEASE));
+  EXPECT_EQ(channel_.detached[0].detached_gate, 0u) << "nothing owed for the file";
+  EXPECT_EQ(channel_.detached[0].body,
+            std::string(reinterpret_cast<const char*>(&release), sizeof(release)));
+  release.release_flags = FUSE_RELEASE_FLOCK_UNLOCK;
+  Delivery unlock = Make(transport(), FUSE_RELEASE, release);
+  EXPECT_EQ(Accept(unlock).kind, Verdict::Kind::kForward) << "a flock() unlock goes at once";
+  fuse_release_in dir_release{};
+  Delivery releasedir = Make(transport(), FUSE_RELEASEDIR, dir_release);
+  EXPECT_EQ(Accept(releasedir).kind, Verdict::Kind::kForward) << "directories are not detached";
+  EXPECT_EQ(channel_.detached.size(), 1u);
 }
 
 TEST_P(ForwarderTest, LookupInADirectoryThisMountMadeIsAnsweredUntilTheNameMayExist) {

@@ -151,6 +151,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.write_attrs = options_.write_attrs;
   config.async = async_removals_.get();
+  config.detach_releases = !options_.sync_release;
   config.request_timeout =
       options_.hard ? std::chrono::milliseconds(0) : options_.request_timeout;
   config.interrupts = interrupts_.get();

@@ -125,6 +125,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->async_setattr = true;
   } else if (key == "async_write") {
     out->async_write = true;
+  } else if (key == "sync_release") {
+    out->sync_release = true;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -272,6 +274,8 @@ std::string Usage() {
          "         ran them; a failure there is only logged)\n"
          "         async_write (answer writes of write-only descriptors before the server ran\n"
          "         them; close and fsync wait for them and report their errors, as on NFS)\n"
+         "         sync_release (send a file's release to the server at once; default: with\n"
+         "         the next request, within 1 ms)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

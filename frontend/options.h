@@ -106,6 +106,10 @@ struct MountOptions {
   // (AsyncRemovals::BeginWrite); the close (FLUSH) and fsync of the file wait for it and report
   // its error, as NFS does. Off by default.
   bool async_write = false;
+  // sync_release: the RELEASE of a file's last close goes to the server at once. Default: it is
+  // answered by the mount (the kernel never waits for it) and goes with the next request, or
+  // within 1 ms (BackendConfig::detach_releases).
+  bool sync_release = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

@@ -3,8 +3,8 @@
 // interrupted or killed (no D state). Both transports, real server and mount processes.
 
 #include <fcntl.h>
-#include <sched.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -19,6 +19,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/harness/ringfs_test.h"
 
@@ -229,6 +230,128 @@ TEST_P(StoppedServerTest, KilledServerFailsCallersWithinTheTimeout) {
   Outcome outcome = stat_call.get();
   EXPECT_EQ(outcome.err, ETIMEDOUT) << ErrnoName(outcome.err);
   EXPECT_LE(outcome.took, kLatest);
+}
+
+// Files of the export that process `pid` holds open for I/O (not the O_PATH descriptors a
+// server keeps for the nodes it knows).
+int OpenFilesUnder(pid_t pid, const std::string& dir) {
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  int count = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(fds, ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(entry.path(), link_ec).string();
+    if (link_ec || target.rfind(dir + "/", 0) != 0) continue;
+    struct stat st;
+    if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    std::ifstream info("/proc/" + std::to_string(pid) + "/fdinfo/" +
+                       entry.path().filename().string());
+    std::string key;
+    unsigned flags = 0;
+    while (info >> key) {
+      if (key == "flags:") {
+        info >> std::oct >> flags;
+        break;
+      }
+    }
+    if ((flags & O_PATH) == 0) ++count;
+  }
+  return count;
+}
+
+// Polls OpenFilesUnder until it is 0 (at most `limit`); returns the last count.
+int WaitNoOpenFiles(pid_t pid, const std::string& dir, milliseconds limit) {
+  auto deadline = Clock::now() + limit;
+  int open = OpenFilesUnder(pid, dir);
+  while (open != 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+    open = OpenFilesUnder(pid, dir);
+  }
+  return open;
+}
+
+// A file's last close is answered by the mount and its RELEASE goes to the server with the next
+// request or within 1 ms (BackendConfig::detach_releases): the server's file is closed soon all
+// the same, with nothing else sent.
+TEST_P(StoppedServerTest, AClosedFileIsClosedAtTheServerSoonWithNothingElseSent) {
+  constexpr int kFiles = 20;
+  std::vector<int> fds;
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(Mnt("c" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(::write(fd, "c", 1), 1);
+    fds.push_back(fd);
+  }
+  const pid_t server = env_->server_process()->pid();
+  EXPECT_EQ(OpenFilesUnder(server, env_->export_dir()), kFiles);
+  for (int fd : fds) ASSERT_EQ(::close(fd), 0);
+  EXPECT_EQ(WaitNoOpenFiles(server, env_->export_dir(), milliseconds(3000)), 0)
+      << "the server still holds files this mount closed";
+}
+
+// RELEASEs owed to a stopped server: the closes return at once, and the mount's end does not
+// wait for them (the 30 s it gives early unlinks and writes would keep ringfs-mount running
+// long after umount(8)).
+TEST_P(StoppedServerTest, ReleasesOwedToAStoppedServerDoNotHoldUpTheMountsEnd) {
+  constexpr int kFiles = 20;
+  std::vector<int> fds;
+  for (int i = 0; i < kFiles; ++i) {
+    int fd = ::open(Mnt("r" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    fds.push_back(fd);
+  }
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  auto start = Clock::now();
+  for (int fd : fds) ASSERT_EQ(::close(fd), 0);
+  EXPECT_LE(Clock::now() - start, seconds(1)) << "a close waited for the stopped server";
+  start = Clock::now();
+  std::optional<int> status =
+      RunCommand({"/bin/umount", env_->mount_dir()}, env_->base() + "/umount.log", seconds(10));
+  ASSERT_TRUE(status.has_value()) << "umount hangs";
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << DescribeWaitStatus(*status) << ReadFileOrEmpty(env_->base() + "/umount.log");
+  std::optional<int> exited = env_->mount_process()->WaitExit(seconds(8));
+  EXPECT_TRUE(exited.has_value()) << "ringfs-mount still runs 8 s after umount";
+  EXPECT_LE(Clock::now() - start, seconds(8));
+}
+
+// RELEASEs owed when the server is killed: a restarted server gets the files re-opened by
+// reclaim (the mount counts them held until the server answered their RELEASE), then the
+// RELEASEs, and ends up holding none of them open. Lost, each would leave a descriptor open
+// at the server for the session's life; counted closed too early, a RELEASE replayed to the
+// new instance could close a file opened there since.
+TEST_P(StoppedServerTest, ReleasesOwedToAKilledServerAreRunByTheRestartedOne) {
+  constexpr int kFiles = 20;
+  std::vector<int> fds;
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "k" + std::to_string(i);
+    int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << ErrnoName(errno);
+    ASSERT_EQ(::write(fd, name.data(), name.size()), static_cast<ssize_t>(name.size()));
+    fds.push_back(fd);
+  }
+  // One file stays open across the restart: its descriptor must still write into it.
+  int kept = ::open(Mnt("kept").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+  ASSERT_GE(kept, 0) << ErrnoName(errno);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  for (int fd : fds) ASSERT_EQ(::close(fd), 0);
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_TRUE(env_->RestartServer());
+  EXPECT_EQ(WhileReconnecting([&] { return RINGFS_ERRNO(::write(kept, "kept", 4)); }), 0);
+  const pid_t server = env_->server_process()->pid();
+  auto deadline = Clock::now() + seconds(10);
+  while (OpenFilesUnder(server, env_->export_dir()) != 1 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  EXPECT_EQ(OpenFilesUnder(server, env_->export_dir()), 1)
+      << "the restarted server holds the closed files open, or lost the one still open";
+  ASSERT_EQ(::close(kept), 0);
+  EXPECT_EQ(WaitNoOpenFiles(server, env_->export_dir(), milliseconds(3000)), 0);
+  EXPECT_EQ(ReadFile(Exp("kept")), "kept");
+  for (int i = 0; i < kFiles; ++i) {
+    const std::string name = "k" + std::to_string(i);
+    EXPECT_EQ(ReadFile(Exp(name)), name);
+  }
 }
 
 RINGFS_INSTANTIATE_TRANSPORTS(StoppedServerTest);
