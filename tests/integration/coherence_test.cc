@@ -704,17 +704,29 @@ TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
   auto pass = [&] {
     for (int i = 0; i < kFiles; ++i) ASSERT_TRUE(StatOf(B("w/f" + std::to_string(i))).exists);
   };
-  pass();
-  auto requests = [&]() -> uint64_t {
-    // The stats file is rewritten every 200 ms; wait for a fresh one.
+  // Requests the kernel sent, and FORGETs among them (the stats file is rewritten every 200 ms;
+  // wait for a fresh one).
+  auto requests = [&]() -> std::pair<uint64_t, uint64_t> {
     std::this_thread::sleep_for(std::chrono::milliseconds(450));
     Stats s = b_->ReadStats();
-    return StatNumber(s, "ring_requests").value_or(0) + StatNumber(s, "devfuse_requests").value_or(0);
+    return {
+        StatNumber(s, "ring_requests").value_or(0) + StatNumber(s, "devfuse_requests").value_or(0),
+        StatNumber(s, "forgets").value_or(0)};
   };
-  const uint64_t before = requests();
-  pass();
-  const uint64_t after = requests();
-  EXPECT_EQ(after - before, 0u) << "a warm pass over " << kFiles << " files sent requests";
+  // A test running beside this one (ctest -j) may drop the kernel's caches (drop_caches), which
+  // makes it forget these nodes: such a pass is not warm, and is tried again. A mount that makes
+  // its kernel forget on its own fails every attempt.
+  std::pair<uint64_t, uint64_t> before, after;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    pass();
+    before = requests();
+    pass();
+    after = requests();
+    if (after.second == before.second) break;
+  }
+  EXPECT_EQ(after.second, before.second) << "the kernel forgot nodes during every attempt";
+  EXPECT_EQ(after.first - before.first, 0u)
+      << "a warm pass over " << kFiles << " files sent requests";
 }
 
 TEST_P(CoherenceTest, AStoppedOrKilledListenerNeverHoldsUpTheWriter) {
