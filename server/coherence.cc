@@ -67,19 +67,21 @@ std::vector<Invalidation> ChangesOf(const Request& request) {
       request.args);
 }
 
-size_t Coherence::Publish(const ClientState& origin,
-                          std::span<const Invalidation> changes) const {
-  if (changes.empty()) return 0;
+size_t Coherence::Publish(const ClientState& origin, std::span<const Invalidation> changes,
+                          std::span<const KeyedChange> files) const {
+  if (changes.empty() && files.empty()) return 0;
+  // One look at the registry for both kinds (a mutex and a vector with two or more clients).
   std::vector<std::shared_ptr<ClientState>> others = registry_->Listeners(&origin);
   if (others.empty()) return 0;
   // Each change in server terms (the file it names), once.
   std::vector<KeyedChange> keyed;
-  keyed.reserve(changes.size());
+  keyed.reserve(changes.size() + files.size());
   for (const Invalidation& change : changes) {
     if (std::optional<InodeKey> key = origin.nodes->KeyOf(change.nodeid)) {
       keyed.push_back({*key, change});
     }
   }
+  keyed.insert(keyed.end(), files.begin(), files.end());
   return PushTo(others, keyed);
 }
 

@@ -30,19 +30,21 @@ class Coherence {
   // REQUIRES: `registry` outlives this.
   explicit Coherence(ClientRegistry* registry) : registry_(registry) {}
 
-  // Pushes `changes` (in `origin`'s node ids) to every other client holding the nodes.
-  // Returns how many records were pushed, for tests and stats.
-  size_t Publish(const ClientState& origin, std::span<const wire::Invalidation> changes) const;
-
   // A change named by the file it concerns (`key`: the node, or the directory of a kEntry);
   // `change.nodeid` is ignored.
   struct KeyedChange {
     InodeKey key;
     wire::Invalidation change;
   };
+
+  // Pushes `changes` (in `origin`'s node ids), and `files` (files its request changed without
+  // naming them, OpContext::changed_files), to every other client holding the nodes, in one
+  // batch per client. Returns how many records were pushed, for tests and stats.
+  size_t Publish(const ClientState& origin, std::span<const wire::Invalidation> changes,
+                 std::span<const KeyedChange> files = {}) const;
   // Pushes changes named by file to every client holding the nodes but `except`: changes made by
   // someone other than a client (the export changed on the server, export_watch.h; `except`
-  // null), or files a client's request changed without naming them (OpContext::changed_files).
+  // null).
   size_t PublishKeyed(std::span<const KeyedChange> changes,
                       const ClientState* except = nullptr) const;
   // Changes were missed (the export watch's event queue overflowed): every listening client is

@@ -146,10 +146,23 @@ TEST_F(CoherenceTest, PushesToTheOtherClientsThatHoldTheNodeInTheirIds) {
   // An id the origin does not know names nothing.
   EXPECT_EQ(coherence.Publish(*a, ChangesOf(Make(FUSE_SETATTR, 999, SetattrArgs{}))), 0u);
 
+  // A request's own changes and a file it changed without naming it (an unlink's victim) go
+  // to the others in one batch each.
+  const std::optional<InodeKey> f_key = a->nodes->KeyOf(a_file);
+  ASSERT_TRUE(f_key.has_value());
+  const std::vector<Coherence::KeyedChange> files{
+      {*f_key, {InvalidationKind::kInode, 0, 0, -1, ""}}};
+  EXPECT_EQ(coherence.Publish(*a, create, files), 3u);  // the root to b and c, f to b
+  got = b->invalidations.Take(1, true);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(got.back(), (Invalidation{InvalidationKind::kInode, b_file, 0, -1, ""}));
+  EXPECT_EQ(c->invalidations.Take(1, true).size(), 1u);
+  EXPECT_EQ(a->invalidations.pending(), 0u);
+
   // The export watch lost events: every listener owes a reset; the deaf client gets nothing.
   EXPECT_EQ(coherence.PublishReset(), 3u);
   EXPECT_EQ(deaf->invalidations.pending(), 0u);
-  EXPECT_EQ(wakes_c, 2);
+  EXPECT_EQ(wakes_c, 3);  // the create, the create with a file, the reset
 }
 
 TEST(InvalidationOutboxTest, OneWakeUntilTakenThenPassedOnWhenTheSessionCannotSend) {

@@ -1107,8 +1107,7 @@ void Worker::MaybeDestroy(Connection* c) {
 void Worker::Publish(Connection* c, std::span<const wire::Invalidation> changes,
                      std::span<const Coherence::KeyedChange> files) {
   if (changes.empty() && files.empty()) return;
-  const size_t pushed = options_.coherence->Publish(*c->setup.client.get(), changes) +
-                        options_.coherence->PublishKeyed(files, c->setup.client.get());
+  const size_t pushed = options_.coherence->Publish(*c->setup.client.get(), changes, files);
   if (pushed > 0) stats_->invalidations_pushed.fetch_add(pushed, std::memory_order_relaxed);
 }
 
