@@ -129,6 +129,20 @@ class StoppedServerTest : public MountedTest {
     if (env_ && env_->server_process()) env_->server_process()->Signal(SIGCONT);
     MountedTest::TearDown();
   }
+  // Creates `count` files `prefix`0, `prefix`1, ... through the mount and returns them open for
+  // writing, each holding its own name.
+  std::vector<int> CreateOpen(const std::string& prefix, int count) {
+    std::vector<int> fds;
+    for (int i = 0; i < count; ++i) {
+      const std::string name = prefix + std::to_string(i);
+      int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+      EXPECT_GE(fd, 0) << ErrnoName(errno);
+      if (fd < 0) break;
+      EXPECT_EQ(::write(fd, name.data(), name.size()), static_cast<ssize_t>(name.size()));
+      fds.push_back(fd);
+    }
+    return fds;
+  }
 };
 
 TEST_P(StoppedServerTest, ReadsWritesAndCreatesEndWithinTheTimeout) {
@@ -275,13 +289,8 @@ int WaitNoOpenFiles(pid_t pid, const std::string& dir, milliseconds limit) {
 // the same, with nothing else sent.
 TEST_P(StoppedServerTest, AClosedFileIsClosedAtTheServerSoonWithNothingElseSent) {
   constexpr int kFiles = 20;
-  std::vector<int> fds;
-  for (int i = 0; i < kFiles; ++i) {
-    int fd = ::open(Mnt("c" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0) << ErrnoName(errno);
-    ASSERT_EQ(::write(fd, "c", 1), 1);
-    fds.push_back(fd);
-  }
+  std::vector<int> fds = CreateOpen("c", kFiles);
+  ASSERT_EQ(fds.size(), static_cast<size_t>(kFiles));
   const pid_t server = env_->server_process()->pid();
   EXPECT_EQ(OpenFilesUnder(server, env_->export_dir()), kFiles);
   for (int fd : fds) ASSERT_EQ(::close(fd), 0);
@@ -294,12 +303,8 @@ TEST_P(StoppedServerTest, AClosedFileIsClosedAtTheServerSoonWithNothingElseSent)
 // long after umount(8)).
 TEST_P(StoppedServerTest, ReleasesOwedToAStoppedServerDoNotHoldUpTheMountsEnd) {
   constexpr int kFiles = 20;
-  std::vector<int> fds;
-  for (int i = 0; i < kFiles; ++i) {
-    int fd = ::open(Mnt("r" + std::to_string(i)).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0) << ErrnoName(errno);
-    fds.push_back(fd);
-  }
+  std::vector<int> fds = CreateOpen("r", kFiles);
+  ASSERT_EQ(fds.size(), static_cast<size_t>(kFiles));
   ASSERT_TRUE(StopAndWait(env_->server_process()));
   auto start = Clock::now();
   for (int fd : fds) ASSERT_EQ(::close(fd), 0);
@@ -322,14 +327,8 @@ TEST_P(StoppedServerTest, ReleasesOwedToAStoppedServerDoNotHoldUpTheMountsEnd) {
 // new instance could close a file opened there since.
 TEST_P(StoppedServerTest, ReleasesOwedToAKilledServerAreRunByTheRestartedOne) {
   constexpr int kFiles = 20;
-  std::vector<int> fds;
-  for (int i = 0; i < kFiles; ++i) {
-    const std::string name = "k" + std::to_string(i);
-    int fd = ::open(Mnt(name).c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-    ASSERT_GE(fd, 0) << ErrnoName(errno);
-    ASSERT_EQ(::write(fd, name.data(), name.size()), static_cast<ssize_t>(name.size()));
-    fds.push_back(fd);
-  }
+  std::vector<int> fds = CreateOpen("k", kFiles);
+  ASSERT_EQ(fds.size(), static_cast<size_t>(kFiles));
   // One file stays open across the restart: its descriptor must still write into it.
   int kept = ::open(Mnt("kept").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
   ASSERT_GE(kept, 0) << ErrnoName(errno);
