@@ -1214,6 +1214,13 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
                          r.unique, std::strerror(err)));
     return;
   }
+  // A RELEASE that ends before it ever reached a server (its deadline passed while the
+  // window was full of requests to a stopped server) still has the file open there: the
+  // channel closes it with a RELEASE of its own, whose answer it drops. The kernel is told as
+  // it would be (it never looks at a RELEASE's answer).
+  const bool release_unsent = r.header.opcode == FUSE_RELEASE && !r.reached && r.iovcnt > 1 &&
+                              r.iov[1].iov_len >= sizeof(fuse_release_in) &&
+                              (r.stage == Stage::kWaiting || r.stage == Stage::kQueued);
   switch (r.stage) {
     case Stage::kWaiting:
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), slot));
@@ -1235,6 +1242,11 @@ void BackendChannel::End(uint32_t slot, int err, ReplyOrigin origin) {
       break;
     case Stage::kFree:
       return;
+  }
+  if (release_unsent) {
+    fuse_release_in release;
+    std::memcpy(&release, r.iov[1].iov_base, sizeof(release));
+    QueueOwnRelease(FUSE_RELEASE, r.header.nodeid, release);
   }
   Answer(slot, -err, 0, origin);
 }
@@ -1823,21 +1835,26 @@ void BackendChannel::GiveBack(uint32_t opcode, uint64_t nodeid, const char* body
     if (has_open) std::memcpy(&open, body, sizeof(open));
   }
   if (has_open) {
-    fuse_in_header in{};
-    in.opcode = opcode == FUSE_OPENDIR ? FUSE_RELEASEDIR : FUSE_RELEASE;
-    in.unique = kReclaimUnique | ++reclaim_uniques_;
-    in.nodeid = nodeid;
     fuse_release_in release{};
     release.fh = open.fh;
-    in.len = sizeof(in) + sizeof(release);
-    std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
-    frame.append(reinterpret_cast<const char*>(&release), sizeof(release));
-    dropped_[in.unique] = {in.opcode, nodeid};
-    QueueOwn(std::move(frame), /*expects_reply=*/true);
+    QueueOwnRelease(opcode == FUSE_OPENDIR ? FUSE_RELEASEDIR : FUSE_RELEASE, nodeid, release);
   }
   if (has_entry && entry.nodeid != 0 && entry.nodeid != FUSE_ROOT_ID) {
     QueueOwn(OwnForget(entry.nodeid, 1), /*expects_reply=*/false);
   }
+}
+
+void BackendChannel::QueueOwnRelease(uint32_t opcode, uint64_t nodeid,
+                                     const fuse_release_in& release) {
+  fuse_in_header in{};
+  in.opcode = opcode;
+  in.unique = kReclaimUnique | ++reclaim_uniques_;
+  in.nodeid = nodeid;
+  in.len = sizeof(in) + sizeof(release);
+  std::string frame(reinterpret_cast<const char*>(&in), sizeof(in));
+  frame.append(reinterpret_cast<const char*>(&release), sizeof(release));
+  dropped_[in.unique] = {in.opcode, nodeid};
+  QueueOwn(std::move(frame), /*expects_reply=*/true);
 }
 
 // Frames of the channel's own, for the instance that is connected now: counted in no ledger,

@@ -371,6 +371,8 @@ class BackendChannel {
   // server: give them back (FORGET, RELEASE), so the server holds what the kernel holds.
   void GiveBack(uint32_t opcode, uint64_t nodeid, const char* body, size_t size);
   void QueueOwn(std::string frame, bool expects_reply);
+  // A RELEASE (or RELEASEDIR) of our own of `release.fh`, whose reply is dropped.
+  void QueueOwnRelease(uint32_t opcode, uint64_t nodeid, const fuse_release_in& release);
   // A FORGET frame of the channel's own (unique in the reclaim range).
   std::string OwnForget(uint64_t nodeid, uint64_t nlookup);
   void FillWindow();
