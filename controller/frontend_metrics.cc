@@ -201,6 +201,10 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "WRITEs answered early that then failed at the server, or ended without its answer: the "
          "file's next close or fsync reports the error; each is logged",
          MetricType::Counter, snapshot.async_write_failures},
+        {"ringfs_frontend_noop_setattrs_total",
+         "chown and chmod requests that set the owner, group and mode a file already had, "
+         "answered by the mount without the server (mount option sync_noop_setattr sends them)",
+         MetricType::Counter, snapshot.noop_setattrs},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

@@ -37,14 +37,14 @@ void AsyncRemovals::LearnLocked(uint64_t dir, const fuse_attr_out& attr, uint64_
 
 void AsyncRemovals::LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket,
                               uint64_t now_ns) {
-  if (!setattrs_ || !S_ISREG(attr.attr.mode)) return;
+  if (!files_ || !S_ISREG(attr.attr.mode)) return;
   absl::MutexLock lock(&mu_);
   if (ticket <= files_floor_) return;
   LearnLocked(node, attr, ticket, now_ns);
 }
 
 void AsyncRemovals::Wrote(uint64_t node, uint64_t end) {
-  if (!setattrs_) return;
+  if (!files_) return;
   absl::MutexLock lock(&mu_);
   // A GETATTR or LOOKUP sent before the write may have run before it and be answered after it:
   // its size is too small, and given to the kernel it would cut i_size (and its pages).
@@ -103,7 +103,7 @@ void AsyncRemovals::ForgetAll() {
 }
 
 void AsyncRemovals::ForgetFiles() {
-  if (!setattrs_) return;
+  if (!files_) return;
   absl::MutexLock lock(&mu_);
   // BeginSetattr compares it with the ticket the attributes came with; no scan.
   files_floor_ = tickets_.load(std::memory_order_relaxed);
@@ -186,6 +186,36 @@ std::optional<AsyncRemovals::EarlySetattr> AsyncRemovals::BeginSetattr(uint64_t 
   last_change_.store(early.seq, std::memory_order_release);
   setattrs_started_.fetch_add(1, std::memory_order_relaxed);
   return early;
+}
+
+std::optional<fuse_attr_out> AsyncRemovals::Unchanged(uint64_t node, const fuse_setattr_in& in,
+                                                      uint64_t now_ns) {
+  constexpr uint32_t kOwnerAndMode = FATTR_MODE | FATTR_UID | FATTR_GID;
+  // A chown carries FATTR_KILL_SUIDGID (a no-op without setuid/setgid bits); FATTR_FH and
+  // FATTR_LOCKOWNER only say through which open file.
+  constexpr uint32_t kAllowed = kOwnerAndMode | FATTR_FH | FATTR_LOCKOWNER | FATTR_KILL_SUIDGID;
+  if (!noop_setattrs_ || (in.valid & ~kAllowed) != 0 || (in.valid & kOwnerAndMode) == 0) {
+    return std::nullopt;
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end()) return std::nullopt;
+  const Dir& d = it->second;
+  const fuse_attr& attr = d.attr.attr;
+  if (d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns || !S_ISREG(attr.mode) ||
+      d.ticket <= files_floor_ || d.changes > 0 || (attr.mode & (S_ISUID | S_ISGID)) != 0) {
+    return std::nullopt;
+  }
+  if (((in.valid & FATTR_MODE) != 0 && (in.mode & 07777) != (attr.mode & 07777)) ||
+      ((in.valid & FATTR_UID) != 0 && in.uid != attr.uid) ||
+      ((in.valid & FATTR_GID) != 0 && in.gid != attr.gid)) {
+    return std::nullopt;
+  }
+  noop_setattrs_answered_.fetch_add(1, std::memory_order_relaxed);
+  fuse_attr_out out = d.attr;
+  out.attr_valid = 0;
+  out.attr_valid_nsec = 0;
+  return out;
 }
 
 uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_out* attr,
@@ -456,7 +486,7 @@ void ForgetChanged(AsyncRemovals& async, const fuse_in_header& header, const voi
     async.Forget(header.nodeid);  // directories too: early unlinks answer their GETATTRs
     return;
   }
-  if (!async.setattrs()) return;  // the rest only matters to files' attributes
+  if (!async.files()) return;  // the rest only matters to files' attributes
   switch (header.opcode) {
     case FUSE_FALLOCATE:
       async.Forget(header.nodeid);

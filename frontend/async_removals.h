@@ -54,9 +54,15 @@ namespace ringfs::frontend {
 class AsyncRemovals {
  public:
   // Which requests may be answered early (the async_unlink, async_setattr and async_write
-  // options).
-  AsyncRemovals(bool unlinks = true, bool setattrs = false, bool writes = false)
-      : unlinks_(unlinks), setattrs_(setattrs), writes_(writes) {}
+  // options), and whether SETATTRs that change nothing are answered (Unchanged; off with the
+  // sync_noop_setattr option).
+  AsyncRemovals(bool unlinks = true, bool setattrs = false, bool writes = false,
+                bool noop_setattrs = false)
+      : unlinks_(unlinks),
+        setattrs_(setattrs),
+        writes_(writes),
+        noop_setattrs_(noop_setattrs),
+        files_(setattrs || noop_setattrs) {}
 
   // A directory's attributes from the server answer early unlinks in it for this long after
   // they came (each unlink's own answer brings them again).
@@ -88,7 +94,7 @@ class AsyncRemovals {
   // order. So are those of a node with early SETATTRs outstanding (EndSetattr brings them).
   void Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
   // The same for a regular file (a CREATE's, LOOKUP's, GETATTR's or SETATTR's answer); a no-op
-  // without async_setattr.
+  // unless files().
   void LearnFile(uint64_t node, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
   // A WRITE through this mount ended at `end` (offset + bytes written): the file is at least
   // that long, and answers to requests sent before now may not say so (they bring no
@@ -103,7 +109,7 @@ class AsyncRemovals {
   void ForgetAll();
   // A name was removed or replaced (UNLINK, RENAME): some file's link count and ctime changed.
   // Forgets every regular file's attributes, and answers to requests sent before now bring none
-  // (a no-op without async_setattr).
+  // (a no-op unless files()).
   void ForgetFiles();
 
   // An UNLINK in `dir` may be answered now: its sequence number (> 0), or 0 when it must go the
@@ -128,6 +134,13 @@ class AsyncRemovals {
   };
   std::optional<EarlySetattr> BeginSetattr(uint64_t node, const fuse_setattr_in& in,
                                            uint64_t now_ns, const timespec& now_real);
+  // A SETATTR of `node` that would change nothing: the owner, group and mode it sets (only
+  // those) are the file's, as the server sent them less than kFreshNs ago with no change of this
+  // mount outstanding, and neither has setuid/setgid bits (a chown clears them). Its answer
+  // (those attributes, valid for no time: writes since may have moved the times), or nullopt
+  // when the SETATTR must go to the server. Nothing is sent: the server would change nothing but
+  // the change time (CephFS's client does the same under its shared capability).
+  std::optional<fuse_attr_out> Unchanged(uint64_t node, const fuse_setattr_in& in, uint64_t now_ns);
   // The server answered early SETATTR `seq` of `node`, sent with `ticket`, with `attr` at
   // `now_ns` (null: it failed, or ended without an answer: the attributes are forgotten).
   // Returns as End does.
@@ -148,6 +161,10 @@ class AsyncRemovals {
   bool setattrs() const { return setattrs_; }
   // Whether early WRITEs are answered at all (async_write).
   bool writes() const { return writes_; }
+  // Whether SETATTRs that change nothing are answered (Unchanged).
+  bool noop_setattrs() const { return noop_setattrs_; }
+  // Whether regular files' attributes are learned (async_setattr or noop_setattrs).
+  bool files() const { return files_; }
   // ... for a request that could bring or change some file's attributes by name: the last early
   // SETATTR or WRITE started.
   uint64_t NamesGate() const {
@@ -206,6 +223,9 @@ class AsyncRemovals {
   uint64_t setattrs_failed() const { return setattrs_failed_.load(std::memory_order_relaxed); }
   uint64_t setattrs_folded() const { return setattrs_folded_.load(std::memory_order_relaxed); }
   uint64_t writes_started() const { return writes_started_.load(std::memory_order_relaxed); }
+  uint64_t noop_setattrs_answered() const {
+    return noop_setattrs_answered_.load(std::memory_order_relaxed);
+  }
   uint64_t writes_failed() const { return writes_failed_.load(std::memory_order_relaxed); }
   size_t outstanding() const;
   size_t directories() const;
@@ -259,6 +279,8 @@ class AsyncRemovals {
   const bool unlinks_;
   const bool setattrs_;
   const bool writes_;
+  const bool noop_setattrs_;
+  const bool files_;
   std::atomic<uint64_t> tickets_{0};
   std::atomic<uint64_t> last_change_{0};      // NamesGate()
   std::atomic<size_t> errors_held_{0};        // open files with an error, read without the lock
@@ -270,6 +292,7 @@ class AsyncRemovals {
   std::atomic<uint64_t> setattrs_failed_{0};
   std::atomic<uint64_t> setattrs_folded_{0};
   std::atomic<uint64_t> writes_started_{0};
+  std::atomic<uint64_t> noop_setattrs_answered_{0};
   std::atomic<uint64_t> writes_failed_{0};
 };
 

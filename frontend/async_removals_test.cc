@@ -363,6 +363,87 @@ TEST(AsyncSetattrTest, RepliesTeachAttributesAndWrites) {
 // error a failed one leaves for the next FLUSH or FSYNC of its open file.
 constexpr uint64_t kFh = 77;
 
+fuse_setattr_in Chown(uint32_t uid, uint32_t gid) {
+  fuse_setattr_in in{};
+  in.valid = FATTR_UID | FATTR_GID | FATTR_KILL_SUIDGID | FATTR_FH;
+  in.fh = 3;
+  in.uid = uid;
+  in.gid = gid;
+  return in;
+}
+
+TEST(NoopSetattrTest, AChownOrChmodToWhatTheFileHasIsAnsweredWithItsAttributes) {
+  AsyncRemovals off(false, false, false, /*noop_setattrs=*/false);
+  off.LearnFile(9, FileAttr(0644), off.Ticket(), kSec);
+  EXPECT_FALSE(off.Unchanged(9, Chown(1000, 1000), kSec)) << "not asked for";
+  EXPECT_FALSE(off.BeginSetattr(9, Chmod(0600), kSec, kNow)) << "no early changes with it";
+
+  AsyncRemovals async(false, false, false, /*noop_setattrs=*/true);
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec)) << "nothing known of the file";
+  async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
+  async.Wrote(9, 5000);
+  auto same = async.Unchanged(9, Chown(1000, 1000), kSec);
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->attr.uid, 1000u);
+  EXPECT_EQ(same->attr.mode, S_IFREG | 0644u);
+  EXPECT_EQ(same->attr.ctime, 100u) << "the server's change time: nothing was changed there";
+  EXPECT_EQ(same->attr.size, 5000u) << "as far as this mount's writes reached";
+  EXPECT_EQ(same->attr_valid, 0u) << "the times may have moved with the writes";
+  EXPECT_EQ(same->attr_valid_nsec, 0u);
+  EXPECT_TRUE(async.Unchanged(9, Chmod(0644), kSec));
+  fuse_setattr_in both = Chown(1000, 1000);
+  both.valid |= FATTR_MODE;
+  both.mode = S_IFREG | 0644;
+  EXPECT_TRUE(async.Unchanged(9, both, kSec)) << "the file type bits are not compared";
+  EXPECT_EQ(async.noop_setattrs_answered(), 3u);
+  EXPECT_EQ(async.outstanding(), 0u) << "nothing is sent, nothing owed";
+}
+
+TEST(NoopSetattrTest, ReachesTheServerWhenItChangesSomethingOrTheMountMayNotKnow) {
+  AsyncRemovals async(false, false, false, /*noop_setattrs=*/true);
+  async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
+  EXPECT_FALSE(async.Unchanged(9, Chown(0, 1000), kSec)) << "another owner";
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 0), kSec)) << "another group";
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0600), kSec)) << "another mode";
+  fuse_setattr_in times = Chmod(0644);
+  times.valid |= FATTR_MTIME;
+  EXPECT_FALSE(async.Unchanged(9, times, kSec)) << "times change";
+  fuse_setattr_in truncate = Chmod(0644);
+  truncate.valid |= FATTR_SIZE;
+  EXPECT_FALSE(async.Unchanged(9, truncate, kSec));
+  fuse_setattr_in ctime = Chmod(0644);
+  ctime.valid |= FATTR_CTIME;
+  EXPECT_FALSE(async.Unchanged(9, ctime, kSec)) << "a writeback cache's change time";
+  fuse_setattr_in nothing{};
+  nothing.valid = FATTR_FH;
+  EXPECT_FALSE(async.Unchanged(9, nothing, kSec)) << "neither owner nor mode";
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec + AsyncRemovals::kFreshNs + 1))
+      << "too old";
+  async.LearnFile(10, FileAttr(04755), async.Ticket(), kSec);
+  EXPECT_FALSE(async.Unchanged(10, Chown(1000, 1000), kSec)) << "a chown clears setuid";
+  async.LearnFile(11, FileAttr(02755), async.Ticket(), kSec);
+  EXPECT_FALSE(async.Unchanged(11, Chmod(02755), kSec)) << "setgid: the server's rules";
+  async.Learn(12, DirAttr(0755), async.Ticket(), kSec);
+  EXPECT_FALSE(async.Unchanged(12, Chmod(0755), kSec)) << "a directory";
+
+  const uint64_t before = async.Ticket();  // a LOOKUP sent before the invalidation
+  async.Forget(9);                         // another mount's chown, pushed
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec));
+  async.LearnFile(9, FileAttr(0644), before, kSec);
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec)) << "an answer from before it";
+  async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
+  EXPECT_TRUE(async.Unchanged(9, Chown(1000, 1000), kSec)) << "learned again";
+  async.ForgetAll();  // a lost connection, a new server instance
+  EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec));
+  async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
+  fuse_in_header acl{};
+  acl.opcode = FUSE_SETXATTR;
+  acl.nodeid = 9;
+  ForgetChanged(async, acl, nullptr, 0);  // an ACL moves the mode
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec));
+  EXPECT_EQ(async.noop_setattrs_answered(), 1u);
+}
+
 TEST(AsyncWriteTest, WritesWaitOnlyForWhatTheyCouldOverwriteOrBeOverwrittenBy) {
   AsyncRemovals off(true, true, false);
   EXPECT_FALSE(off.BeginWrite(9, kFh, 0, 100)) << "without async_write";

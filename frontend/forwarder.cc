@@ -307,6 +307,17 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
     WorkerStats::Add(stats_->answered_locally);
     return Answer(request, state, local->error, local->body_size, ReplyOrigin::kLocal);
   }
+  // A chown or chmod that sets what the file already has (tar and cp -p as root restoring
+  // root's ownership of what root just created): answered here, nothing sent.
+  if (config_.async != nullptr && request.opcode() == FUSE_SETATTR &&
+      config_.async->noop_setattrs() && config_.async->Passed(config_.async->Gate())) {
+    if (std::optional<fuse_attr_out> same = config_.async->Unchanged(
+            request.header.nodeid, request.Struct<fuse_setattr_in>(), state->received_ns)) {
+      std::memcpy(body, &*same, sizeof(*same));
+      WorkerStats::Add(stats_->answered_locally);
+      return Answer(request, state, 0, sizeof(*same), ReplyOrigin::kLocal);
+    }
+  }
   // Not while an early unlink is owed: it could be of the file's name, and change its link count.
   if (config_.async != nullptr && config_.async->setattrs() &&
       request.opcode() == FUSE_SETATTR && channel_->CanDetach() &&

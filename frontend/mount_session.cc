@@ -118,6 +118,7 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.async_setattr_failures = async_removals_->setattrs_failed();
     snapshot.async_setattrs_folded = async_removals_->setattrs_folded();
     snapshot.async_writes = async_removals_->writes_started();
+    snapshot.noop_setattrs = async_removals_->noop_setattrs_answered();
     snapshot.async_write_failures = async_removals_->writes_failed();
   }
   return snapshot;
@@ -491,14 +492,14 @@ void MountSession::WriteStats() const {
       "invalidations_not_cached=%u\n"
       "async_unlinks=%u\n"
       "async_unlink_failures=%u\nasync_setattrs=%u\nasync_setattr_failures=%u\n"
-      "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\n",
+      "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\nnoop_setattrs=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
       snapshot.held_open_files, snapshot.local_open_dirs, snapshot.invalidations_written,
       snapshot.invalidations_not_cached, snapshot.async_unlinks, snapshot.async_unlink_failures,
       snapshot.async_setattrs, snapshot.async_setattr_failures, snapshot.async_setattrs_folded,
-      snapshot.async_writes, snapshot.async_write_failures);
+      snapshot.async_writes, snapshot.async_write_failures, snapshot.noop_setattrs);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

@@ -104,13 +104,17 @@ class MountSession {
   std::unique_ptr<DirEnds> dir_ends_ = std::make_unique<DirEnds>();
   std::unique_ptr<LocalDirHandles> local_dirs_ = std::make_unique<LocalDirHandles>();
   std::unique_ptr<CompleteDirs> complete_dirs_;  // null with no_complete_dirs
-  // Null without async_unlink, async_setattr and async_write, or without post-op directory
-  // attributes (no_dir_attrs).
+  // SETATTRs that change nothing are answered by the mount only while invalidations keep what
+  // it knows of files coherent.
+  bool noop_setattrs() const { return !options_.sync_noop_setattr && options_.invalidations; }
+  // Null without async_unlink, async_setattr, async_write and noop SETATTRs, or without post-op
+  // directory attributes (no_dir_attrs).
   std::unique_ptr<AsyncRemovals> async_removals_ =
-      (options_.async_unlink || options_.async_setattr || options_.async_write) &&
+      (options_.async_unlink || options_.async_setattr || options_.async_write ||
+       noop_setattrs()) &&
               options_.dir_attrs
           ? std::make_unique<AsyncRemovals>(options_.async_unlink, options_.async_setattr,
-                                            options_.async_write)
+                                            options_.async_write, noop_setattrs())
           : nullptr;
   std::unique_ptr<KeptEntries> kept_entries_;    // null with no_kept_entries or no complete_dirs_
   // Writes the server's invalidations into the kernel; before the workers, whose channels post

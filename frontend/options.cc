@@ -127,6 +127,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->async_write = true;
   } else if (key == "sync_release") {
     out->sync_release = true;
+  } else if (key == "sync_noop_setattr") {
+    out->sync_noop_setattr = true;
   } else if (key == "no_reclaim") {
     out->reclaim = false;
   } else if (key == "entry_timeout" || key == "attr_timeout") {
@@ -276,6 +278,8 @@ std::string Usage() {
          "         them; close and fsync wait for them and report their errors, as on NFS)\n"
          "         sync_release (send a file's release to the server at once; default: with\n"
          "         the next request, within 1 ms)\n"
+         "         sync_noop_setattr (send a chown or chmod that changes nothing to the server;\n"
+         "         default: answered by the mount, the change time is not moved)\n"
          "         connect_timeout=SECONDS (default 5)  log_level=debug|info|warn|error\n"
          "         timeout=SECONDS (default 60: unanswered requests end with ETIMEDOUT)\n"
          "         hard (wait for the server forever; callers stay interruptible)\n"

@@ -110,6 +110,10 @@ struct MountOptions {
   // answered by the mount (the kernel never waits for it) and goes with the next request, or
   // within 1 ms (BackendConfig::detach_releases).
   bool sync_release = false;
+  // sync_noop_setattr: a chown or chmod that sets the owner, group or mode a file already has is
+  // sent to the server. Default: answered by the mount when it knows the file's attributes
+  // (AsyncRemovals::Unchanged; needs invalidations and dir_attrs).
+  bool sync_noop_setattr = false;
   // How long the kernel trusts entries and attributes. Unset: kCoherentCacheTimeout when the
   // server pushes invalidations, kUncoherentCacheTimeout with no_invalidations.
   std::optional<std::chrono::nanoseconds> entry_timeout;

@@ -729,6 +729,88 @@ TEST_P(CoherenceTest, AWarmStatPassSendsNothingToTheServer) {
       << "a warm pass over " << kFiles << " files sent requests";
 }
 
+// A chown or chmod that sets what a file already has is answered by the mount, nothing sent
+// (AsyncRemovals::Unchanged: tar and cp -p as root give root's files back to root). What the
+// mount knew of the owner must not outlive a change made through another mount, or on the export
+// (the export watch): A's chown back to root after it reaches the server, although by what A
+// knew a moment before it would have changed nothing.
+TEST_P(CoherenceTest, AnOwnerChangedElsewhereIsChangedBackThroughThisMount) {
+  auto uid_on_export = [&](const std::string& rel) {
+    struct stat st;
+    return stat(env_->Exp(rel).c_str(), &st) == 0 ? static_cast<int64_t>(st.st_uid) : -1;
+  };
+  auto noops = [&] { return StatNumber(env_->ReadStats(), "noop_setattrs").value_or(0); };
+  const uint64_t noops_before = noops();
+  int checked = 0;
+  // Each round must run within the second A trusts what it learned from the create
+  // (AsyncRemovals::kFreshNs), or its chown goes to the server anyway: a slow round is retried.
+  for (int round = 0; round < 20 && checked < 2; ++round) {
+    const bool through_b = checked == 0;
+    const std::string rel = "owned" + std::to_string(round);
+    const auto start = Clock::now();
+    const int fd = open(A(rel).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    ASSERT_EQ(fchown(fd, 0, 0), 0) << "changes nothing: answered by A";
+    ASSERT_EQ(fchmod(fd, 0644), 0) << "changes nothing: answered by A";
+    if (through_b) {
+      ASSERT_EQ(chown(B(rel).c_str(), 1234, 1234), 0) << strerror(errno);
+    } else {
+      ASSERT_EQ(chown(env_->Exp(rel).c_str(), 1234, 1234), 0) << strerror(errno);
+    }
+    // The bound for a change to be seen through another mount.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(fchown(fd, 0, 0), 0) << strerror(errno);
+    const auto took = Clock::now() - start;
+    close(fd);
+    if (took > std::chrono::milliseconds(700)) continue;  // A's knowledge may have aged out
+    EXPECT_EQ(uid_on_export(rel), 0)
+        << (through_b ? "B's" : "the export's") << " chown hid A's chown back to root";
+    EXPECT_EQ(StatOf(A(rel)).mode, 0644u);
+    ++checked;
+  }
+  ASSERT_EQ(checked, 2) << "no round ran within 700 ms";
+  // The chowns and chmods that changed nothing were answered by A (counted about every 200 ms).
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (noops() < noops_before + 4 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GE(noops(), noops_before + 4);
+}
+
+// The chown of an extraction run as root, answered by the mount, does not wait for the server:
+// stopped, it holds up only what must reach it.
+TEST_P(CoherenceTest, AChownThatChangesNothingIsAnsweredWhileTheServerIsStopped) {
+  for (int round = 0; round < 20; ++round) {
+    const std::string rel = "stopped" + std::to_string(round);
+    const int fd = open(A(rel).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    const auto start = Clock::now();
+    env_->server_process()->Signal(SIGSTOP);
+    // Sent to the server (A's knowledge aged out), the chown waits for it: resumed after 2 s.
+    std::atomic<bool> done{false};
+    std::thread resume([&] {
+      while (!done.load() && Clock::now() - start < std::chrono::seconds(2)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      env_->server_process()->Signal(SIGCONT);
+    });
+    const int rc = fchown(fd, 0, 0);
+    const int saved = errno;
+    const auto took = Clock::now() - start;
+    done = true;
+    resume.join();
+    ASSERT_EQ(rc, 0) << strerror(saved);
+    ASSERT_EQ(fchmod(fd, 0640), 0) << "a real change, once the server runs again";
+    close(fd);
+    struct stat st;
+    ASSERT_EQ(stat(env_->Exp(rel).c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0640u);
+    EXPECT_EQ(st.st_uid, 0u);
+    if (took < std::chrono::milliseconds(700)) return;  // answered within A's fresh second
+  }
+  FAIL() << "every no-op chown took 700 ms or more while the server was stopped";
+}
+
 TEST_P(CoherenceTest, AStoppedOrKilledListenerNeverHoldsUpTheWriter) {
   ASSERT_EQ(mkdir(A("s").c_str(), 0755), 0);
   constexpr int kFiles = 2000;
