@@ -20,6 +20,7 @@ bool Older(const fuse_attr& a, uint64_t a_ticket, const fuse_attr& b, uint64_t b
 
 void AsyncRemovals::Learn(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket,
                           uint64_t now_ns) {
+  if (!early_) return;  // only early answers use directories' attributes
   absl::MutexLock lock(&mu_);
   LearnLocked(dir, attr, ticket, now_ns);
 }
@@ -396,6 +397,7 @@ uint64_t AsyncRemovals::EndLocked(uint64_t seq, uint64_t dir) {
 }
 
 bool AsyncRemovals::DeferForget(uint64_t node, uint64_t nlookup) {
+  if (!early_) return false;  // nothing is ever outstanding
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(node);
   if (it == dirs_.end() || it->second.outstanding == 0) return false;
@@ -406,6 +408,8 @@ bool AsyncRemovals::DeferForget(uint64_t node, uint64_t nlookup) {
 void AsyncRemovals::Failed() { failed_.fetch_add(1, std::memory_order_relaxed); }
 
 std::optional<fuse_attr_out> AsyncRemovals::DirAttrs(uint64_t dir, bool* owed) const {
+  if (owed != nullptr) *owed = false;
+  if (!early_) return std::nullopt;
   absl::MutexLock lock(&mu_);
   auto it = dirs_.find(dir);
   if (owed != nullptr) *owed = it != dirs_.end() && it->second.outstanding > 0;

@@ -62,7 +62,8 @@ class AsyncRemovals {
         setattrs_(setattrs),
         writes_(writes),
         noop_setattrs_(noop_setattrs),
-        files_(setattrs || noop_setattrs) {}
+        files_(setattrs || noop_setattrs),
+        early_(unlinks || setattrs || writes) {}
 
   // A directory's attributes from the server answer early unlinks in it for this long after
   // they came (each unlink's own answer brings them again).
@@ -281,6 +282,9 @@ class AsyncRemovals {
   const bool writes_;
   const bool noop_setattrs_;
   const bool files_;
+  // Whether anything is answered early (and so ever outstanding): without, directories'
+  // attributes are neither learned nor asked for.
+  const bool early_;
   std::atomic<uint64_t> tickets_{0};
   std::atomic<uint64_t> last_change_{0};      // NamesGate()
   std::atomic<size_t> errors_held_{0};        // open files with an error, read without the lock
