@@ -76,7 +76,9 @@ AsyncRemovals::Dir& AsyncRemovals::FindOrAddLocked(uint64_t dir) {
 void AsyncRemovals::PruneLocked() {
   // All that owe nothing: the next kMaxDirs directories learned pay for the next scan.
   for (auto it = dirs_.begin(); it != dirs_.end();) {
-    if (it->second.outstanding == 0 && it->second.deferred_forgets == 0) {
+    const Dir& d = it->second;
+    // A SETATTR in flight, or one that may still run, must still be known when it ends.
+    if (d.outstanding == 0 && d.deferred_forgets == 0 && d.sync_setattrs == 0 && !d.unsettled) {
       dirs_.erase(it++);
     } else {
       ++it;
@@ -91,6 +93,48 @@ void AsyncRemovals::Forget(uint64_t dir) {
   Dir& d = FindOrAddLocked(dir);
   d.learned_ns = 0;
   d.floor = tickets_.load(std::memory_order_relaxed);
+}
+
+void AsyncRemovals::SetattrSent(uint64_t node) {
+  absl::MutexLock lock(&mu_);
+  Dir& d = FindOrAddLocked(node);
+  d.learned_ns = 0;
+  d.floor = tickets_.load(std::memory_order_relaxed);
+  // Two at once run at the server in either order: neither answer tells what it holds after.
+  if (++d.sync_setattrs > 1) d.overlapped = true;
+}
+
+void AsyncRemovals::LearnSetattr(uint64_t node, const fuse_attr_out& attr, uint64_t ticket,
+                                 uint64_t now_ns) {
+  if (!files_ || !S_ISREG(attr.attr.mode)) return;
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end() || ticket <= files_floor_ || ticket <= pruned_floor_) return;
+  Dir& d = it->second;
+  if (d.sync_setattrs != 1 || d.overlapped || d.unsettled || d.changes > 0 || ticket <= d.floor) {
+    return;
+  }
+  // Taken whatever its change time: a GETATTR sent after the SETATTR may have run before it at
+  // the server and carry the same (coarse) ctime. Answers to requests sent before now bring
+  // nothing any more.
+  d.attr = attr;
+  d.ticket = ticket;
+  d.learned_ns = now_ns;
+  d.floor = tickets_.load(std::memory_order_relaxed);
+}
+
+void AsyncRemovals::SetattrEnded(uint64_t node, bool may_still_run) {
+  absl::MutexLock lock(&mu_);
+  auto it = dirs_.find(node);
+  if (it == dirs_.end()) return;
+  Dir& d = it->second;
+  if (may_still_run) {
+    // Ended without its answer after it reached the server: it may run there at any moment.
+    d.unsettled = true;
+    d.learned_ns = 0;
+    d.floor = tickets_.load(std::memory_order_relaxed);
+  }
+  if (d.sync_setattrs > 0 && --d.sync_setattrs == 0) d.overlapped = false;
 }
 
 void AsyncRemovals::ForgetAll() {
@@ -204,7 +248,8 @@ std::optional<fuse_attr_out> AsyncRemovals::Unchanged(uint64_t node, const fuse_
   const Dir& d = it->second;
   const fuse_attr& attr = d.attr.attr;
   if (d.learned_ns == 0 || d.learned_ns + kFreshNs < now_ns || !S_ISREG(attr.mode) ||
-      d.ticket <= files_floor_ || d.changes > 0 || (attr.mode & (S_ISUID | S_ISGID)) != 0) {
+      d.ticket <= files_floor_ || d.changes > 0 || d.sync_setattrs > 0 || d.unsettled ||
+      (attr.mode & (S_ISUID | S_ISGID)) != 0 || !noop_safe_.load(std::memory_order_relaxed)) {
     return std::nullopt;
   }
   if (((in.valid & FATTR_MODE) != 0 && (in.mode & 07777) != (attr.mode & 07777)) ||
@@ -452,6 +497,8 @@ void LearnFromReply(AsyncRemovals& async, const fuse_in_header& header, const vo
       std::memcpy(&attr, body, sizeof(attr));
       if (S_ISDIR(attr.attr.mode) && header.opcode == FUSE_SETATTR) {
         async.Learn(header.nodeid, attr, ticket, now_ns);
+      } else if (header.opcode == FUSE_SETATTR) {
+        async.LearnSetattr(header.nodeid, attr, ticket, now_ns);
       } else {
         async.LearnFile(header.nodeid, attr, ticket, now_ns);
       }

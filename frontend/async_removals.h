@@ -108,6 +108,21 @@ class AsyncRemovals {
   void Forget(uint64_t dir);
   // Pushes may have been lost (a connection ended): forget every directory's attributes.
   void ForgetAll();
+  // A SETATTR of `node` not answered early is being sent (Forget, and counted until it ends).
+  void SetattrSent(uint64_t node);
+  // Its successful answer: the file's attributes after it, taken over what is known whatever
+  // their change time, unless another SETATTR of the node was in flight beside it (the server
+  // may have run them in either order), or a change of this mount is outstanding.
+  void LearnSetattr(uint64_t node, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
+  // It ended, answered or not (after LearnSetattr). `may_still_run`: it reached the server and
+  // ended without its answer (a deadline, an interrupt, a lost connection): what is learned of
+  // the node is never used for Unchanged again.
+  void SetattrEnded(uint64_t node, bool may_still_run);
+  // Whether the server pushes invalidations and runs every caller as itself on a writable
+  // export (each connection's hello says): otherwise nothing is answered by Unchanged (a change
+  // elsewhere would go unseen for a second; a squashed root or a read-only export gets EPERM or
+  // EROFS at the server even for a change of nothing).
+  void SetNoopSafe(bool on) { noop_safe_.store(on, std::memory_order_relaxed); }
   // A name was removed or replaced (UNLINK, RENAME): some file's link count and ctime changed.
   // Forgets every regular file's attributes, and answers to requests sent before now bring none
   // (a no-op unless files()).
@@ -247,6 +262,9 @@ class AsyncRemovals {
     uint64_t write_lo = 0;          // the bytes the outstanding WRITEs cover lie in [lo, hi)
     uint64_t write_hi = 0;
     uint64_t deferred_forgets = 0;  // DeferForget
+    uint32_t sync_setattrs = 0;     // SETATTRs not answered early, sent and not ended
+    bool overlapped = false;        // two of them were in flight at once since it was last 0
+    bool unsettled = false;         // one may still run at the server (SetattrEnded)
   };
   uint64_t StartLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LearnLocked(uint64_t dir, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns)
@@ -297,6 +315,7 @@ class AsyncRemovals {
   std::atomic<uint64_t> setattrs_folded_{0};
   std::atomic<uint64_t> writes_started_{0};
   std::atomic<uint64_t> noop_setattrs_answered_{0};
+  std::atomic<bool> noop_safe_{false};  // SetNoopSafe
   std::atomic<uint64_t> writes_failed_{0};
 };
 

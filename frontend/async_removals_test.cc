@@ -374,11 +374,13 @@ fuse_setattr_in Chown(uint32_t uid, uint32_t gid) {
 
 TEST(NoopSetattrTest, AChownOrChmodToWhatTheFileHasIsAnsweredWithItsAttributes) {
   AsyncRemovals off(false, false, false, /*noop_setattrs=*/false);
+  off.SetNoopSafe(true);
   off.LearnFile(9, FileAttr(0644), off.Ticket(), kSec);
   EXPECT_FALSE(off.Unchanged(9, Chown(1000, 1000), kSec)) << "not asked for";
   EXPECT_FALSE(off.BeginSetattr(9, Chmod(0600), kSec, kNow)) << "no early changes with it";
 
   AsyncRemovals async(false, false, false, /*noop_setattrs=*/true);
+  async.SetNoopSafe(true);  // the server's hello: pushes, no squashing, writable
   EXPECT_FALSE(async.Unchanged(9, Chown(1000, 1000), kSec)) << "nothing known of the file";
   async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
   async.Wrote(9, 5000);
@@ -401,6 +403,7 @@ TEST(NoopSetattrTest, AChownOrChmodToWhatTheFileHasIsAnsweredWithItsAttributes) 
 
 TEST(NoopSetattrTest, ReachesTheServerWhenItChangesSomethingOrTheMountMayNotKnow) {
   AsyncRemovals async(false, false, false, /*noop_setattrs=*/true);
+  async.SetNoopSafe(true);  // the server's hello: pushes, no squashing, writable
   async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
   EXPECT_FALSE(async.Unchanged(9, Chown(0, 1000), kSec)) << "another owner";
   EXPECT_FALSE(async.Unchanged(9, Chown(1000, 0), kSec)) << "another group";
@@ -442,6 +445,53 @@ TEST(NoopSetattrTest, ReachesTheServerWhenItChangesSomethingOrTheMountMayNotKnow
   ForgetChanged(async, acl, nullptr, 0);  // an ACL moves the mode
   EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec));
   EXPECT_EQ(async.noop_setattrs_answered(), 1u);
+}
+
+// A chmod of this mount in flight beside a GETATTR: the server may run them in either order, and
+// with a coarse clock both answers carry the same change time.
+TEST(NoopSetattrTest, ASetattrsOwnAnswerIsWhatTheFileHoldsAfterIt) {
+  AsyncRemovals async(false, false, false, /*noop_setattrs=*/true);
+  async.SetNoopSafe(true);  // the server's hello: pushes, no squashing, writable
+  async.LearnFile(9, FileAttr(0644), async.Ticket(), kSec);
+  async.SetattrSent(9);  // chmod 0600
+  const uint64_t chmod_ticket = async.Ticket();
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec)) << "a chmod in flight";
+  const uint64_t getattr_ticket = async.Ticket();  // sent after, run before it at the server
+  async.LearnFile(9, FileAttr(0644), getattr_ticket, kSec);
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec)) << "still in flight";
+  async.LearnSetattr(9, FileAttr(0600), chmod_ticket, kSec);  // the same ctime (100)
+  async.SetattrEnded(9, /*may_still_run=*/false);
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec)) << "the chmod's answer, not the GETATTR's";
+  EXPECT_TRUE(async.Unchanged(9, Chmod(0600), kSec));
+  async.LearnFile(9, FileAttr(0644), getattr_ticket, kSec);  // the GETATTR's answer, late
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0644), kSec)) << "a request sent before the answer";
+
+  // Two at once: the server ran them in some order, neither answer says which.
+  async.SetattrSent(9);
+  const uint64_t a = async.Ticket();
+  async.SetattrSent(9);
+  const uint64_t b = async.Ticket();
+  async.LearnSetattr(9, FileAttr(0640), b, kSec);
+  async.SetattrEnded(9, false);
+  async.LearnSetattr(9, FileAttr(0604), a, kSec);
+  async.SetattrEnded(9, false);
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0640), kSec));
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0604), kSec));
+  async.LearnFile(9, FileAttr(0604), async.Ticket(), kSec);  // a GETATTR sent after both
+  EXPECT_TRUE(async.Unchanged(9, Chmod(0604), kSec));
+
+  // One that ended without its answer after it reached the server may run there any time.
+  async.SetattrSent(9);
+  async.SetattrEnded(9, /*may_still_run=*/true);
+  async.LearnFile(9, FileAttr(0604), async.Ticket(), kSec);
+  EXPECT_FALSE(async.Unchanged(9, Chmod(0604), kSec));
+
+  // A server that pushes no invalidations, squashes root or serves the export read-only.
+  async.LearnFile(10, FileAttr(0644), async.Ticket(), kSec);
+  async.SetNoopSafe(false);
+  EXPECT_FALSE(async.Unchanged(10, Chmod(0644), kSec));
+  async.SetNoopSafe(true);
+  EXPECT_TRUE(async.Unchanged(10, Chmod(0644), kSec));
 }
 
 TEST(AsyncWriteTest, WritesWaitOnlyForWhatTheyCouldOverwriteOrBeOverwrittenBy) {

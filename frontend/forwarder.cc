@@ -520,7 +520,7 @@ RecordsVoided Forwarder::RecordSending(const KernelRequest& request, bool early_
     switch (request.opcode()) {
       case FUSE_SETATTR:  // its answer brings the new attributes back (BackendChannel::Answer)
         // One answered early made them itself (AsyncRemovals::BeginSetattr).
-        if (!early_setattr) config_.async->Forget(request.header.nodeid);
+        if (!early_setattr) config_.async->SetattrSent(request.header.nodeid);
         break;
       case FUSE_SETXATTR:  // an ACL may change the mode
       case FUSE_REMOVEXATTR:
