@@ -139,6 +139,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
   session.listing_attrs = session.dir_attrs && reply.listing_attrs();
   session.write_attrs = session.dir_attrs && config.write_attrs && reply.write_attrs();
   session.handleless_listings = config.local_dirs != nullptr && reply.handleless_listings();
+  session.callers_as_themselves = reply.callers_as_themselves();
   return session;
 }
 
@@ -816,6 +817,9 @@ void BackendChannel::Install(ServerSession session) {
                     config_.queue, config_.address.text);
   }
   invalidations_on_ = session.invalidations;
+  if (config_.async != nullptr) {
+    config_.async->SetNoopSafe(session.invalidations && session.callers_as_themselves);
+  }
   if (config_.dirs != nullptr) {
     // Without pushes nothing stays known; after a reconnect pushes may have been lost.
     if (!session.invalidations) {
@@ -1399,6 +1403,11 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     // have run before the change, no longer bring the node's attributes.
     ForgetChanged(*config_.async, r.header, r.iovcnt > 1 ? r.iov[1].iov_base : nullptr,
                   r.iovcnt > 1 ? r.iov[1].iov_len : 0);
+    if (r.header.opcode == FUSE_SETATTR && !IsDetached(slot)) {
+      // Counted when sent (Forwarder::RecordSending); one that reached the server and ended
+      // without its answer may still run there.
+      config_.async->SetattrEnded(r.header.nodeid, origin != ReplyOrigin::kServer && r.reached);
+    }
   }
   if (IsDetached(slot)) {
     FinishDetached(slot, error, body, origin);

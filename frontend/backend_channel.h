@@ -136,6 +136,8 @@ struct ServerSession {
   uint64_t session_id = 0;    // the server's id of this connection
   bool node_handles = false;  // handle notifications and reclaim (common/node_handle.h)
   bool invalidations = false; // the server pushes invalidations (common/invalidation.h)
+  // Callers act as themselves on a writable export (ServerHello.callers_as_themselves).
+  bool callers_as_themselves = false;
 };
 
 // Opens a connection and performs the handshake, blocking (bounded by connect_timeout and the

@@ -269,6 +269,9 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   reply.set_node_handles(hello.want_node_handles() && client.get() != nullptr &&
                          client->seal != nullptr);
   reply.set_invalidations(hello.want_invalidations() && client.get() != nullptr);
+  reply.set_callers_as_themselves(client.get() != nullptr &&
+                                  auth.options.squash == ExportOptions::Squash::kNone &&
+                                  !auth.options.read_only);
   reply.set_cache_resets(hello.want_cache_resets() && reply.invalidations());
   reply.set_empty_dir_hints(hello.want_empty_dir_hints() && reply.dir_attrs() &&
                             reply.invalidations());

@@ -293,6 +293,47 @@ TEST_P(NoManageGidsTest, TheServerRefusesWhatOnlyASupplementaryGroupAllows) {
 // reply, so a non-root caller was checked against mode 0000. ringfs-mount now primes the root's
 // attributes before the mount is ready: on a fresh mount a non-root caller gets through the
 // root without the kernel asking the server anything.
+// A chown or chmod that sets what a file has is answered by the mount only where the server runs
+// every caller as itself on a writable export (ServerHello.callers_as_themselves): under
+// root_squash the server refuses root's change of root's file even when it changes nothing, and
+// a read-only export refuses every change. Right after a stat (whose answer taught the mount the
+// file's attributes), both get the server's own errno.
+class NoopSetattrParityTest : public ParityTest {
+ protected:
+  void ExpectTheServersAnswers(int chown_errno, int chmod_errno) {
+    ASSERT_EQ(WriteFile(Exp("roots"), "r"), 0);
+    ASSERT_EQ(::chown(Exp("roots").c_str(), 0, 0), 0);
+    ASSERT_EQ(::chmod(Exp("roots").c_str(), 0644), 0);
+    for (int round = 0; round < 3; ++round) {
+      struct stat st;
+      ASSERT_EQ(::stat(Mnt("roots").c_str(), &st), 0) << ErrnoName(errno);
+      ASSERT_EQ(st.st_uid, 0u);
+      errno = 0;
+      EXPECT_EQ(::chown(Mnt("roots").c_str(), 0, 0), chown_errno == 0 ? 0 : -1);
+      EXPECT_EQ(errno, chown_errno) << "chown to the owner it has: " << ErrnoName(errno);
+      errno = 0;
+      EXPECT_EQ(::chmod(Mnt("roots").c_str(), 0644), chmod_errno == 0 ? 0 : -1);
+      EXPECT_EQ(errno, chmod_errno) << "chmod to the mode it has: " << ErrnoName(errno);
+    }
+  }
+};
+class NoopSetattrRootSquashTest : public NoopSetattrParityTest {
+ protected:
+  NoopSetattrRootSquashTest() { export_options_ = "root_squash"; }
+};
+class NoopSetattrReadOnlyTest : public NoopSetattrParityTest {
+ protected:
+  NoopSetattrReadOnlyTest() { export_options_ = "ro,no_root_squash"; }
+};
+
+TEST_P(NoopSetattrRootSquashTest, RootsChangeOfNothingIsRefusedAsTheServerRefusesIt) {
+  ExpectTheServersAnswers(EPERM, EPERM);
+}
+
+TEST_P(NoopSetattrReadOnlyTest, AChangeOfNothingIsRefusedOnAReadOnlyExport) {
+  ExpectTheServersAnswers(EROFS, EROFS);
+}
+
 class FreshMountTest : public MountedTest {};
 
 TEST_P(FreshMountTest, ANonRootCallerGetsThroughTheRootWithoutAskingTheServer) {
@@ -313,6 +354,8 @@ TEST_P(FreshMountTest, ANonRootCallerGetsThroughTheRootWithoutAskingTheServer) {
 RINGFS_INSTANTIATE_TRANSPORTS(FreshMountTest);
 RINGFS_INSTANTIATE_TRANSPORTS(NoRootSquashParityTest);
 RINGFS_INSTANTIATE_TRANSPORTS(NoManageGidsTest);
+RINGFS_INSTANTIATE_TRANSPORTS(NoopSetattrReadOnlyTest);
+RINGFS_INSTANTIATE_TRANSPORTS(NoopSetattrRootSquashTest);
 RINGFS_INSTANTIATE_TRANSPORTS(RootSquashParityTest);
 RINGFS_INSTANTIATE_TRANSPORTS(SupplementaryGroupTest);
 
