@@ -34,6 +34,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -104,11 +106,21 @@ class CompleteDirs {
   bool KeepListingAtOpen(uint64_t dir, uint64_t now_ns) {
     return listings_.KeepAtOpen(dir, now_ns);
   }
-  void ListingSent(uint64_t dir, uint64_t now_ns);
+  uint64_t ListingSent(uint64_t dir, uint64_t now_ns);  // KeptListings::ListingSent's ticket
   void ListingEnded(uint64_t dir, uint64_t now_ns) { listings_.ListingEnded(dir, now_ns); }
-  // A name change of this mount in `dir` ended, however (recorded when sent too, AddName).
+  // The first page of a listing kept by the mount itself (KeptListings::Answered, Replay).
+  void ListingAnswered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uint32_t size,
+                       std::span<const char> reply) {
+    listings_.Answered(dir, ticket, sent_ns, size, reply);
+  }
+  std::optional<size_t> ReplayListing(uint64_t dir, uint32_t size, uint64_t now_ns, char* out) {
+    return listings_.Replay(dir, size, now_ns, out);
+  }
+  // A name change of this mount in `dir` is sent (a removal: AddName records the others), or
+  // ended, however.
   void ListingChanged(uint64_t dir) { listings_.Changed(dir); }
   size_t listed_dirs() const { return listings_.dirs(); }
+  size_t kept_pages() const { return listings_.pages(); }
 
   size_t dirs() const;   // directories known complete (expired ones included until pruned)
   size_t names() const;  // names recorded in them

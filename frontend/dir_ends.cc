@@ -31,6 +31,17 @@ std::optional<uint64_t> LastCookie(bool plus, std::span<const char> reply) {
   return last;
 }
 
+// Where a listing ends by an answer of `reply` to a READDIR at `offset` for `size` bytes, when
+// the answer says (nullopt when it does not).
+std::optional<uint64_t> EndOf(uint64_t offset, uint32_t size, bool plus,
+                              std::span<const char> reply) {
+  // Room left for the longest entry: the server stopped at the end, not for room (an empty
+  // answer to a tiny size would be the latter; the kernel always asks for a page).
+  const size_t longest = plus ? kLongestDirentPlus : kLongestDirent;
+  if (reply.size() > size || size - reply.size() < longest) return std::nullopt;
+  return reply.empty() ? std::optional<uint64_t>(offset) : LastCookie(plus, reply);
+}
+
 }  // namespace
 
 bool DirEnds::AtEnd(uint64_t fh, uint64_t offset) const {
@@ -58,18 +69,25 @@ void DirEnds::Learn(uint64_t fh, uint64_t unique, int error, std::span<const cha
   if (it == handles_.end()) return;
   Handle& h = it->second;
   std::optional<uint64_t> end;
-  if (error == 0 && h.unique == unique && unique != 0) {
-    // Room left for the longest entry: the server stopped at the end, not for room (an empty
-    // answer to a tiny size would be the latter; the kernel always asks for a page).
-    const size_t longest = h.plus ? kLongestDirentPlus : kLongestDirent;
-    if (reply.size() <= h.size && h.size - reply.size() >= longest) {
-      end = reply.empty() ? std::optional<uint64_t>(h.offset) : LastCookie(h.plus, reply);
-    }
-  }
+  if (error == 0 && h.unique == unique && unique != 0) end = EndOf(h.offset, h.size, h.plus, reply);
   if (h.unique == unique) h.unique = 0;
   // Not (known to be) the end: a READDIR at offset 0 may also have taken a new snapshot.
   h.known_end = end.has_value();
   h.end = end.value_or(0);
+}
+
+void DirEnds::Answered(uint64_t fh, uint64_t offset, uint32_t size, bool plus,
+                       std::span<const char> reply) {
+  const std::optional<uint64_t> end = EndOf(offset, size, plus, reply);
+  absl::MutexLock lock(&mu_);
+  auto it = handles_.find(fh);
+  if (it == handles_.end()) {
+    if (handles_.size() >= max_handles_) return;
+    it = handles_.emplace(fh, Handle{}).first;
+  }
+  it->second.known_end = end.has_value();
+  it->second.end = end.value_or(0);
+  it->second.unique = 0;  // a killed caller's READDIR still out teaches nothing now
 }
 
 void DirEnds::Released(uint64_t fh) {

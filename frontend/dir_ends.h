@@ -51,6 +51,11 @@ class DirEnds {
   // `reply`). Any error forgets the end.
   void Learn(uint64_t fh, uint64_t unique, int error, std::span<const char> reply);
 
+  // The mount answered a READDIR of `fh` at `offset` for `size` bytes itself with `reply`, filled
+  // as the server fills its answers (KeptListings::Replay): learned as Asking, then Learn.
+  void Answered(uint64_t fh, uint64_t offset, uint32_t size, bool plus,
+                std::span<const char> reply);
+
   // RELEASEDIR of `fh`: the server may reuse the number.
   void Released(uint64_t fh);
 

@@ -114,6 +114,21 @@ TEST(DirEndsTest, AMalformedAnswerIsIgnored) {
   EXPECT_FALSE(ends.AtEnd(7, 0));
 }
 
+TEST(DirEndsTest, AnAnswerOfTheMountsOwnIsLearnedAsTheServersWouldBe) {
+  DirEnds ends;
+  ends.Asking(7, 1, 0, 4096, true);  // a killed caller's READDIR, still out
+  ends.Answered(7, 0, 4096, true, Listing(true, {".", "..", "a"}, 1));
+  EXPECT_TRUE(ends.AtEnd(7, 3));
+  ends.Learn(7, 1, 0, {});  // its late answer: not the end at its offset, and the end forgotten
+  EXPECT_FALSE(ends.AtEnd(7, 0));
+  EXPECT_FALSE(ends.AtEnd(7, 3));
+  std::vector<char> full = Listing(true, {"a", "b", "c"}, 1);
+  ends.Answered(7, 0, static_cast<uint32_t>(full.size()) + 1000, true, full);
+  EXPECT_FALSE(ends.AtEnd(7, 3)) << "no room left for the longest entry: maybe cut";
+  ends.Answered(8, 0, 4096, false, {});
+  EXPECT_TRUE(ends.AtEnd(8, 0)) << "a new handle";
+}
+
 TEST(DirEndsTest, ItHoldsAtMostItsBound) {
   DirEnds ends(2);
   Answer(ends, 1, 0, 4096, false, {});

@@ -50,6 +50,9 @@ void RecordNames(const KernelRequest& request, CompleteDirs* dirs, KeptEntries* 
   const uint64_t dir = request.header.nodeid;
   auto changes = [&](uint64_t in, std::string_view name, bool may_appear) {
     if (dirs != nullptr && may_appear) dirs->AddName(in, name);
+    // A listing the mount keeps must not show a name removed (an early unlink's caller has its
+    // answer already).
+    if (dirs != nullptr && !may_appear) dirs->ListingChanged(in);
     if (kept != nullptr) kept->DropName(in, name);
   };
   switch (request.opcode()) {
@@ -431,8 +434,15 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   }
   if (config_.dirs != nullptr && wire::IsListing(request.opcode())) {
     // Its answer may fill the kernel's kept copy of the listing (KeptListings).
-    config_.dirs->ListingSent(request.header.nodeid, state->received_ns);
+    const uint64_t ticket = config_.dirs->ListingSent(request.header.nodeid, state->received_ns);
     state->listing_counted = true;
+    if (request.opcode() == FUSE_READDIRPLUS &&
+        ReplayableListing(request.Struct<fuse_read_in>(), config_.local_dirs,
+                          channel_->HandlelessListings())) {
+      // ... and be kept by the mount to answer the next open's first READDIRPLUS.
+      state->listing_ticket = ticket;
+      state->listing_size = request.Struct<fuse_read_in>().size;
+    }
   }
   if (config_.dir_ends != nullptr &&
       (request.opcode() == FUSE_READDIR || request.opcode() == FUSE_READDIRPLUS)) {
@@ -564,6 +574,11 @@ void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, cons
                             {body, body_size});
   }
   state->listing = false;
+  if (state->listing_ticket != 0 && origin == ReplyOrigin::kServer && header.error == 0) {
+    config_.dirs->ListingAnswered(state->keep_node, state->listing_ticket, state->received_ns,
+                                  state->listing_size, {body, body_size});
+  }
+  state->listing_ticket = 0;
   if (state->listing_counted) config_.dirs->ListingEnded(state->keep_node, config_.clock());
   state->listing_counted = false;
   if (inflight_ > 0) --inflight_;

@@ -129,8 +129,9 @@ class Forwarder {
   Forwarder& operator=(const Forwarder&) = delete;
 
   // Decides a request just decoded and starts its `state`. A kAnswer's body (a local answer)
-  // is written to `body`, which needs sizeof(fuse_attr_out) bytes and may overlap the request's
-  // bytes (they are not read afterwards). A request that expects no answer is done here.
+  // is written to `body`, which needs sizeof(fuse_attr_out) bytes (a READDIRPLUS's size: the
+  // buffer its forwarded answer would land in) and may overlap the request's bytes (they are
+  // not read afterwards). A request that expects no answer is done here.
   [[nodiscard]] Verdict Accept(const KernelRequest& request, RequestState* state, void* body);
 
   // Sends an accepted request to the server; the answer reaches the transport's ReplySink for

@@ -20,6 +20,17 @@
 // A READDIR still in flight at such a drop, or answered less than a second before it (the
 // kernel uses an answer when its task runs again), may fill the new copy with what it read
 // before: that copy is never kept.
+//
+// The mount keeps a listing too: the first page of the last listing read from offset 0 by a
+// READDIRPLUS (Answered), replayed to a later READDIRPLUS at offset 0 (Replay) while it is
+// current by the same rule as above, judged by when its READDIR was sent.
+// Why: the kernel's copy is only complete once a READDIR read past the end, and `rm -rf` (whose
+// first open of each directory only checks that it is not empty: one getdents, then close) never
+// reads past it. Its second open then went to the server again for the same names -- one of
+// the two listings per directory it waits for. The replay carries no node ids: the kernel counts
+// a lookup for each entry with one (the server would never hear of those), and the names'
+// dentries and attributes were given with the listing replayed, within their lifetime.
+//
 // Forgotten when a connection to the server is lost or re-established, when invalidations may
 // have been lost (Reset, as CompleteDirs), and never used while the server pushes none
 // (Disable). Fed by CompleteDirs, which hears of the same events. Thread-safe.
@@ -27,6 +38,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -36,17 +50,32 @@ namespace ringfs::frontend {
 
 class KeptListings {
  public:
-  explicit KeptListings(uint64_t lifetime_ns, size_t max_dirs = 1 << 16)
-      : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs) {}
+  // `max_page_bytes`: what the answers the mount keeps itself may hold together.
+  explicit KeptListings(uint64_t lifetime_ns, size_t max_dirs = 1 << 16,
+                        size_t max_page_bytes = 8 << 20)
+      : lifetime_ns_(lifetime_ns), max_dirs_(max_dirs), max_page_bytes_(max_page_bytes) {}
+
+  // The largest answer the mount keeps (the kernel asks for what getdents asked, up to
+  // max_pages: 32 KiB for glibc's readdir).
+  static constexpr size_t kMaxPage = 128 << 10;
 
   // An OPENDIR of `dir` is answered at `now_ns`: whether the kernel may keep the listing it
   // holds (FOPEN_KEEP_CACHE). When not, the kernel drops it at this open, and this is recorded.
   bool KeepAtOpen(uint64_t dir, uint64_t now_ns);
   // A READDIR or READDIRPLUS of `dir` is sent at `now_ns` (its answer may fill the kernel's
   // copy); `changes_unsettled`: a change of this mount was sent and not settled
-  // (CompleteDirs::unsettled). ListingEnded when it is answered, however.
-  void ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns);
+  // (CompleteDirs::unsettled). ListingEnded when it is answered, however. Returns the ticket to
+  // give Answered with its answer, or 0 when its answer may not be kept.
+  uint64_t ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns);
   void ListingEnded(uint64_t dir, uint64_t now_ns);
+  // The server's answer to a READDIRPLUS of `dir` at offset 0 for `size` bytes, sent at
+  // `sent_ns` with `ticket` (ListingSent): kept for Replay unless a change was heard of since.
+  void Answered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uint32_t size,
+                std::span<const char> reply);
+  // A READDIRPLUS of `dir` at offset 0 for `size` bytes at `now_ns`: the kept answer, when
+  // current, written to `out` (room for `size` bytes) without node ids; its length. The kernel
+  // may fill its copy from it as from a READDIR sent when the kept one was.
+  std::optional<size_t> Replay(uint64_t dir, uint32_t size, uint64_t now_ns, char* out);
   // A name in `dir` may have changed, or the directory itself: a pushed invalidation, a
   // request of this mount that changes a name in it is about to be sent, or the kernel forgot
   // the directory (its copy went with the inode).
@@ -58,6 +87,8 @@ class KeptListings {
   bool enabled() const;
 
   size_t dirs() const;
+  size_t pages() const;
+  size_t page_bytes() const;
 
  private:
   // An answer handed to the kernel is used when its task runs again: until then it may still
@@ -72,12 +103,23 @@ class KeptListings {
     uint32_t in_flight = 0;  // READDIRs sent and not answered
     bool filled = false;     // a READDIR was sent since the kernel last dropped its copy
     bool poisoned = false;   // ... while a change was unsettled, or before the drop
+    // The kept answer (Answered): empty when none.
+    std::string page;
+    uint64_t page_ticket = 0;  // the seq_ its READDIR was sent at
+    uint64_t page_ns = 0;      // ... and when
+    uint32_t page_size = 0;    // the size it asked for
   };
+  bool CurrentLocked(const Dir& d, uint64_t from, uint64_t from_ns, uint64_t now_ns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropPageLocked(Dir& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Dir* FindLocked(uint64_t dir, bool create) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t lifetime_ns_;
   const size_t max_dirs_;
+  const size_t max_page_bytes_;
   mutable absl::Mutex mu_;
+  size_t pages_ ABSL_GUARDED_BY(mu_) = 0;       // Dirs with a kept answer
+  size_t page_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // ... and its bytes
   bool disabled_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 1;  // listings sent before it are never kept

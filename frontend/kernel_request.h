@@ -61,24 +61,29 @@ struct KernelRequest {
 // What the Forwarder keeps of a request while it is in ringfs-mount: kept by the transport
 // beside the request's bytes (RingEntry, read slot), written only by the worker holding it.
 struct RequestState {
+  // Small members first, together in one word: every queue slot of every possible CPU has a
+  // RequestState (ring_memory_test's budget).
   queue::RequestClass request_class = queue::RequestClass::kForeground;
   ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer to commit
-  uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
-  uint64_t sent_ns = 0;      // when it went to the server
   // Its answer may make the kernel build a dentry or inode (KernelNotifier::AnswerBegins).
   bool builds_entry = false;
-  // A READDIR/READDIRPLUS went to the server: DirEnds learns from its answer. (Next to the other
-  // bool, in its padding: every queue slot of every possible CPU has a RequestState.)
+  // A READDIR/READDIRPLUS went to the server: DirEnds learns from its answer.
   bool listing = false;
   // A READDIR/READDIRPLUS counted by KeptListings (CompleteDirs::ListingSent) as in flight for
   // its directory, `keep_node`.
   bool listing_counted = false;
+  uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
+  uint64_t sent_ns = 0;      // when it went to the server
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the
   // name (the reply may land over the request's bytes).
   uint64_t keep_node = 0;  // the request's node: an ESTALE answer means it is gone
   uint64_t keep_ticket = 0;
   uint64_t change_ticket = 0;
   uint32_t keep_opcode = 0;
+  // A READDIRPLUS at offset 0 of a handle-less listing whose answer the mount may keep
+  // (KeptListings::Answered): the size it asks for, and its ticket, or 0.
+  uint32_t listing_size = 0;
+  uint64_t listing_ticket = 0;
   uint64_t keep_dir = 0;
   std::string keep_name;
   uint64_t listing_fh = 0;  // that READDIR's handle

@@ -17,6 +17,11 @@ std::string_view FirstName(std::span<const char> payload) {
 
 }  // namespace
 
+bool ReplayableListing(const fuse_read_in& in, const LocalDirHandles* local_dirs,
+                       bool lists_by_node) {
+  return in.offset == 0 && local_dirs != nullptr && lists_by_node && local_dirs->IsLocal(in.fh);
+}
+
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
                                          size_t op_in_size, std::span<const char> payload,
                                          const LocalCaches& caches, void* body, uint64_t now_ns) {
@@ -53,8 +58,16 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
       if (caches.dir_ends == nullptr || op_in_size < sizeof(fuse_read_in)) return std::nullopt;
       fuse_read_in in;
       std::memcpy(&in, op_in, sizeof(in));
-      if (!caches.dir_ends->AtEnd(in.fh, in.offset)) return std::nullopt;
-      return LocalAnswer{0, 0};
+      if (caches.dir_ends->AtEnd(in.fh, in.offset)) return LocalAnswer{0, 0};
+      if (opcode != FUSE_READDIRPLUS || caches.dirs == nullptr ||
+          !ReplayableListing(in, caches.local_dirs, caches.open_dirs_locally)) {
+        return std::nullopt;
+      }
+      char* out = static_cast<char*>(body);
+      const std::optional<size_t> size = caches.dirs->ReplayListing(nodeid, in.size, now_ns, out);
+      if (!size) return std::nullopt;
+      caches.dir_ends->Answered(in.fh, in.offset, in.size, /*plus=*/true, {out, *size});
+      return LocalAnswer{0, *size};
     }
     case FUSE_OPENDIR: {
       if (caches.local_dirs == nullptr || !caches.open_dirs_locally) return std::nullopt;

@@ -15,11 +15,15 @@
 //   attributes expired, handing one kept lookup back to the kernel.
 // - READDIR/READDIRPLUS of an open directory at its listing's known end (DirEnds): empty.
 //   RELEASEDIR forgets that end.
+// - READDIRPLUS at offset 0 of a handle-less listing whose first page the mount kept from an
+//   earlier open (KeptListings::Replay): that page, without node ids; DirEnds learns from it.
 // - OPENDIR, while the server lists directories by node: a handle of the mount's own
 //   (LocalDirHandles); RELEASEDIR of such a handle: success.
 // Requests that change a directory's attributes without carrying new ones (SETATTR, xattrs)
 // drop its cached snapshot here before they are forwarded.
 #pragma once
+
+#include <linux/fuse.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -51,8 +55,17 @@ struct LocalCaches {
   bool open_dirs_locally = false;  // with local_dirs: the server lists directories by node
 };
 
+// Whether a READDIRPLUS `in` may be answered by KeptListings::Replay, and its server's answer
+// kept for that: at offset 0 of a handle this mount gave out while the server lists by node.
+// Then the next READDIR, at a cookie of the page, reads the export from that cookie whether the
+// page was the server's answer or the mount's replay of it (a server handle's cookies are its
+// own snapshot's).
+bool ReplayableListing(const fuse_read_in& in, const LocalDirHandles* local_dirs,
+                       bool lists_by_node);
+
 // `op_in` is the request's argument struct (op_in_size bytes), `payload` what follows it (names);
-// `body` receives a success body (at least sizeof(fuse_entry_out) bytes) and may overlap the
+// `body` receives a success body (at least sizeof(fuse_entry_out) bytes, and a READDIRPLUS's
+// `size`: the transports' buffers take a server's answer to it there too) and may overlap the
 // request's bytes. Returns nullopt when the request must go to the server.
 std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const void* op_in,
                                          size_t op_in_size, std::span<const char> payload,

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -93,6 +94,18 @@ inline std::vector<char> RandomBytes(size_t size, uint64_t seed) {
   }
   for (; i < size; ++i) out[i] = static_cast<char>(rng());
   return out;
+}
+
+// What `rm -rf` does to each directory before it lists it (coreutils checks it is not empty):
+// open it, read one getdents of `buffer` bytes, close it. The kernel's copy of the listing stays
+// incomplete (it never read past the end). Returns the bytes read, or -1.
+inline long ReadFirstPage(const std::string& dir, size_t buffer = 32768) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  std::vector<char> buf(buffer);
+  const long n = ::syscall(SYS_getdents64, fd, buf.data(), buf.size());
+  ::close(fd);
+  return n;
 }
 
 // "errno 2 (No such file or directory)" for messages.

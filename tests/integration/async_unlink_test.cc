@@ -137,6 +137,32 @@ TEST_P(AsyncUnlinkTest, ADirectoryListedRightAfterUnlinksShowsNoneOfThem) {
   EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
 }
 
+// rm -rf with early unlinks: it looks into a directory (one getdents), removes what it found,
+// then lists it again before removing it. The page kept from the look (frontend/kept_listings.h)
+// must not answer that listing while the unlinks, answered already, have not run: with the
+// server stopped the listing waits for it, and then shows none of the names.
+TEST_P(AsyncUnlinkTest, APageKeptFromALookBeforeUnlinksDoesNotListThem) {
+  constexpr int kFiles = 5;
+  ASSERT_EQ(::mkdir(Mnt("d").c_str(), 0755), 0) << ErrnoName(errno);
+  for (int i = 0; i < kFiles; ++i) Create(Mnt("d/f" + std::to_string(i)));
+  ASSERT_TRUE(env_->WaitMountServing());
+  usleep(20'000);  // the creates settled: the look's page may be kept
+  ASSERT_GT(ReadFirstPage(Mnt("d")), 0);
+  ASSERT_TRUE(StopAndWait(env_->server_process()));
+  for (int i = 0; i < kFiles; ++i) {
+    ASSERT_EQ(::unlink(Mnt("d/f" + std::to_string(i)).c_str()), 0) << ErrnoName(errno);
+  }
+  std::thread resume([&] {
+    usleep(300'000);
+    env_->server_process()->Signal(SIGCONT);
+  });
+  const std::set<std::string> listed = List(Mnt("d"));
+  resume.join();
+  EXPECT_TRUE(listed.empty()) << "listed " << listed.size() << " names unlinked";
+  EXPECT_EQ(::rmdir(Mnt("d").c_str()), 0) << ErrnoName(errno);
+  EXPECT_EQ(StatAtLeast("async_unlink_failures", 0), 0u);
+}
+
 // An unlink the server refuses (the file is immutable on the export) was answered success; the
 // name then comes back, the failure is counted and logged.
 TEST_P(AsyncUnlinkTest, AnUnlinkTheServerRefusesBringsTheNameBack) {

@@ -413,6 +413,35 @@ TEST_P(CoherenceTest, AListingKeptByOneMountShowsNamesMadeThroughTheOther) {
   Report();
 }
 
+// B's mount keeps the page of a listing B only looked into (one getdents, as rm -rf does before
+// it lists a directory: frontend/kept_listings.h) and answers B's next listing from it. A name A
+// makes or removes in the directory meanwhile must be in, or gone from, that listing.
+TEST_P(CoherenceTest, APageKeptByOneMountShowsNamesMadeAndRemovedThroughTheOther) {
+  ASSERT_EQ(mkdir(A("p").c_str(), 0755), 0);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(WriteFile(A("p/f" + std::to_string(i)), "x"));
+  ASSERT_EQ(ListedNames(B("p")).size(), 7u);
+  // The look reads as much as the listing (4 KiB getdents): the page answers it.
+  const auto listed_after_look = [&] {
+    ReadFirstPage(B("p"), 4096);
+    return ListedNames(B("p"));
+  };
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_GT(ReadFirstPage(B("p"), 4096), 0);
+    const std::string made = "made" + std::to_string(round);
+    ASSERT_TRUE(WriteFile(A("p/" + made), "m"));
+    const auto latency = WaitSeen([&] { return listed_after_look().contains(made); });
+    Note("kept-page-create", latency);
+    EXPECT_LT(latency.count(), 50'000) << "round " << round;
+    ASSERT_GT(ReadFirstPage(B("p"), 4096), 0);
+    const std::string gone = "f" + std::to_string(round);
+    ASSERT_EQ(unlink(A("p/" + gone).c_str()), 0);
+    const auto removed = WaitSeen([&] { return !listed_after_look().contains(gone); });
+    Note("kept-page-unlink", removed);
+    EXPECT_LT(removed.count(), 50'000) << "round " << round;
+  }
+  Report();
+}
+
 // The export watch's event queue overflows while the server is stopped (a burst of changes on
 // the storage node): the changes made after that are never reported. The server tells every
 // client to drop its caches (a reset record), so B's kept listing and cached attributes go, and

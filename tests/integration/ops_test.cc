@@ -17,10 +17,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -538,6 +541,55 @@ TEST_P(OpsTest, ADirectoryListedAgainIsReadFromTheKernelsCopyUntilItChanges) {
     if (!seen) usleep(2'000);
   }
   EXPECT_TRUE(seen) << "a name made on the export never listed";
+}
+
+// rm -rf looks into each directory (one getdents: is it empty?) before it lists it. The page the
+// server sent for the look is kept by ringfs-mount (frontend/kept_listings.h) and answers the
+// listing: the server is not asked again, and need not even be running. Changes through the
+// mount between the look and the listing are in it.
+TEST_P(OpsTest, ADirectoryLookedIntoIsListedFromThePageTheMountKept) {
+  ASSERT_EQ(::mkdir(Mnt("looked").c_str(), 0755), 0);
+  std::map<std::string, unsigned char> expected = {{".", DT_DIR}, {"..", DT_DIR}};
+  bool replayed = false;
+  for (int round = 0; round < 20 && !replayed; ++round) {
+    // A change first: the kernel drops the copy it kept, so the look goes to the server.
+    const std::string name = "f" + std::to_string(round);
+    ASSERT_EQ(WriteFile(Mnt("looked/" + name), "x"), 0);
+    expected[name] = DT_REG;
+    usleep(20'000);  // the change settled (a listing sent beside it is never kept)
+    ASSERT_GT(ReadFirstPage(Mnt("looked")), 0);
+    ASSERT_TRUE(StopAndWait(env_->server_process()));
+    const auto start = std::chrono::steady_clock::now();
+    std::atomic<bool> done{false};
+    std::thread resume([&] {
+      while (!done.load() && std::chrono::steady_clock::now() - start < std::chrono::seconds(2)) {
+        usleep(5'000);
+      }
+      env_->server_process()->Signal(SIGCONT);
+    });
+    const std::map<std::string, unsigned char> listed = ListDir(Mnt("looked"));
+    const auto took = std::chrono::steady_clock::now() - start;
+    done = true;
+    resume.join();
+    EXPECT_EQ(listed, expected) << "round " << round;
+    replayed = took < std::chrono::milliseconds(700);
+  }
+  EXPECT_TRUE(replayed) << "every listing after a look waited for the stopped server";
+
+  // A name made or removed through the mount after the look is in (or gone from) the listing.
+  ASSERT_GT(ReadFirstPage(Mnt("looked")), 0);
+  ASSERT_EQ(WriteFile(Mnt("looked/made"), "m"), 0);
+  expected["made"] = DT_REG;
+  EXPECT_EQ(ListDir(Mnt("looked")), expected);
+  ASSERT_GT(ReadFirstPage(Mnt("looked")), 0);
+  ASSERT_EQ(::unlink(Mnt("looked/f0").c_str()), 0);
+  expected.erase("f0");
+  EXPECT_EQ(ListDir(Mnt("looked")), expected);
+  ASSERT_GT(ReadFirstPage(Mnt("looked")), 0);
+  ASSERT_EQ(::rename(Mnt("looked/made").c_str(), Mnt("looked/moved").c_str()), 0);
+  expected.erase("made");
+  expected["moved"] = DT_REG;
+  EXPECT_EQ(ListDir(Mnt("looked")), expected);
 }
 
 // opendir and closedir are answered by ringfs-mount (frontend/local_dir_handles.h): the server
