@@ -94,13 +94,13 @@ void CompleteDirs::RecordLocked(uint64_t dir, uint64_t ticket, uint64_t now_ns) 
   earliest_expiry_ns_ = std::min(earliest_expiry_ns_, now_ns + lifetime_ns_);
 }
 
-uint64_t CompleteDirs::ListingSent(uint64_t dir, uint64_t now_ns) {
+uint64_t CompleteDirs::ListingSent(uint64_t dir, uint64_t now_ns, uint64_t caller) {
   bool unsettled;
   {
     absl::MutexLock lock(&mu_);
     unsettled = unsettled_ != 0;
   }
-  return listings_.ListingSent(dir, unsettled, now_ns);
+  return listings_.ListingSent(dir, unsettled, now_ns, caller);
 }
 
 void CompleteDirs::AddName(uint64_t dir, std::string_view name) {

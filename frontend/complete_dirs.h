@@ -106,15 +106,17 @@ class CompleteDirs {
   bool KeepListingAtOpen(uint64_t dir, uint64_t now_ns) {
     return listings_.KeepAtOpen(dir, now_ns);
   }
-  uint64_t ListingSent(uint64_t dir, uint64_t now_ns);  // KeptListings::ListingSent's ticket
+  // KeptListings::ListingSent's ticket.
+  uint64_t ListingSent(uint64_t dir, uint64_t now_ns, uint64_t caller = 0);
   void ListingEnded(uint64_t dir, uint64_t now_ns) { listings_.ListingEnded(dir, now_ns); }
   // The first page of a listing kept by the mount itself (KeptListings::Answered, Replay).
   void ListingAnswered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uint32_t size,
                        std::span<const char> reply) {
     listings_.Answered(dir, ticket, sent_ns, size, reply);
   }
-  std::optional<size_t> ReplayListing(uint64_t dir, uint32_t size, uint64_t now_ns, char* out) {
-    return listings_.Replay(dir, size, now_ns, out);
+  std::optional<size_t> ReplayListing(uint64_t dir, uint32_t size, uint64_t caller, uint64_t now_ns,
+                                      char* out) {
+    return listings_.Replay(dir, size, caller, now_ns, out);
   }
   // A name change of this mount in `dir` is sent (a removal: AddName records the others), or
   // ended, however.

@@ -302,7 +302,9 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
         request.opcode(), request.header.nodeid, request.op_in, request.op_in_size,
         {request.payload, request.payload_size},
         LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept, config_.dir_ends,
-                    config_.local_dirs, channel_->HandlelessListings()},
+                    config_.local_dirs, channel_->HandlelessListings(),
+                    config_.async != nullptr && !config_.async->Passed(config_.async->Gate()),
+                    CallerKey(request.header.uid, request.header.gid)},
         body, state->received_ns);
   }
   if (local) {
@@ -434,7 +436,9 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
   }
   if (config_.dirs != nullptr && wire::IsListing(request.opcode())) {
     // Its answer may fill the kernel's kept copy of the listing (KeptListings).
-    const uint64_t ticket = config_.dirs->ListingSent(request.header.nodeid, state->received_ns);
+    const uint64_t ticket =
+        config_.dirs->ListingSent(request.header.nodeid, state->received_ns,
+                                  CallerKey(request.header.uid, request.header.gid));
     state->listing_counted = true;
     if (request.opcode() == FUSE_READDIRPLUS &&
         ReplayableListing(request.Struct<fuse_read_in>(), config_.local_dirs,

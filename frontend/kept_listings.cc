@@ -70,7 +70,8 @@ bool KeptListings::KeepAtOpen(uint64_t dir, uint64_t now_ns) {
   return keep;
 }
 
-uint64_t KeptListings::ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns) {
+uint64_t KeptListings::ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns,
+                                   uint64_t caller) {
   absl::MutexLock lock(&mu_);
   if (disabled_) return 0;
   Dir& d = *FindLocked(dir, /*create=*/true);
@@ -82,6 +83,8 @@ uint64_t KeptListings::ListingSent(uint64_t dir, bool changes_unsettled, uint64_
     d.fill_ns = now_ns;
   }
   if (changes_unsettled) d.poisoned = true;
+  d.last_ticket = ticket;
+  d.last_caller = caller;
   return changes_unsettled ? 0 : ticket;
 }
 
@@ -94,7 +97,7 @@ void KeptListings::Answered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uin
   if (disabled_ || lifetime_ns_ == 0) return;
   Dir* d = FindLocked(dir, /*create=*/false);
   // Its age is checked at Replay; here only whether a change was heard of since it was sent.
-  if (d == nullptr || ticket < floor_ || ticket <= d->changed || ticket < d->page_ticket) return;
+  if (d == nullptr || ticket < floor_ || ticket <= d->changed || ticket != d->last_ticket) return;
   DropPageLocked(*d);
   if (page_bytes_ + page.size() > max_page_bytes_) {
     // Kept answers serve a directory opened again soon (rm -rf: at once): all go.
@@ -107,14 +110,15 @@ void KeptListings::Answered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uin
   d->page_ticket = ticket;
   d->page_size = size;
   d->page_ns = sent_ns;
+  d->page_caller = d->last_caller;
 }
 
-std::optional<size_t> KeptListings::Replay(uint64_t dir, uint32_t size, uint64_t now_ns,
-                                           char* out) {
+std::optional<size_t> KeptListings::Replay(uint64_t dir, uint32_t size, uint64_t caller,
+                                           uint64_t now_ns, char* out) {
   absl::MutexLock lock(&mu_);
   if (disabled_) return std::nullopt;
   Dir* d = FindLocked(dir, /*create=*/false);
-  if (d == nullptr || d->page.empty() || size != d->page_size ||
+  if (d == nullptr || d->page.empty() || size != d->page_size || caller != d->page_caller ||
       !CurrentLocked(*d, d->page_ticket, d->page_ns, now_ns)) {
     return std::nullopt;
   }

@@ -48,6 +48,10 @@
 
 namespace ringfs::frontend {
 
+// Who a listing is read for: the server acts as the caller's uid and gid (and the groups it
+// looks up for that uid).
+constexpr uint64_t CallerKey(uint32_t uid, uint32_t gid) { return uint64_t{uid} << 32 | gid; }
+
 class KeptListings {
  public:
   // `max_page_bytes`: what the answers the mount keeps itself may hold together.
@@ -65,17 +69,20 @@ class KeptListings {
   // A READDIR or READDIRPLUS of `dir` is sent at `now_ns` (its answer may fill the kernel's
   // copy); `changes_unsettled`: a change of this mount was sent and not settled
   // (CompleteDirs::unsettled). ListingEnded when it is answered, however. Returns the ticket to
-  // give Answered with its answer, or 0 when its answer may not be kept.
-  uint64_t ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns);
+  // give Answered with its answer, or 0 when its answer may not be kept. `caller`: who asked
+  // (CallerKey), the only one its page is replayed to.
+  uint64_t ListingSent(uint64_t dir, bool changes_unsettled, uint64_t now_ns, uint64_t caller = 0);
   void ListingEnded(uint64_t dir, uint64_t now_ns);
   // The server's answer to a READDIRPLUS of `dir` at offset 0 for `size` bytes, sent at
   // `sent_ns` with `ticket` (ListingSent): kept for Replay unless a change was heard of since.
   void Answered(uint64_t dir, uint64_t ticket, uint64_t sent_ns, uint32_t size,
                 std::span<const char> reply);
-  // A READDIRPLUS of `dir` at offset 0 for `size` bytes at `now_ns`: the kept answer, when
-  // current, written to `out` (room for `size` bytes) without node ids; its length. The kernel
-  // may fill its copy from it as from a READDIR sent when the kept one was.
-  std::optional<size_t> Replay(uint64_t dir, uint32_t size, uint64_t now_ns, char* out);
+  // A READDIRPLUS of `dir` at offset 0 for `size` bytes by `caller` at `now_ns`: the kept
+  // answer, when current and read for the same caller (the server checked that one's
+  // permission), written to `out` (room for `size` bytes) without node ids; its length. The
+  // kernel may fill its copy from it as from a READDIR sent when the kept one was.
+  std::optional<size_t> Replay(uint64_t dir, uint32_t size, uint64_t caller, uint64_t now_ns,
+                               char* out);
   // A name in `dir` may have changed, or the directory itself: a pushed invalidation, a
   // request of this mount that changes a name in it is about to be sent, or the kernel forgot
   // the directory (its copy went with the inode).
@@ -108,6 +115,10 @@ class KeptListings {
     uint64_t page_ticket = 0;  // the seq_ its READDIR was sent at
     uint64_t page_ns = 0;      // ... and when
     uint32_t page_size = 0;    // the size it asked for
+    uint64_t page_caller = 0;  // who it was read for
+    // The last READDIR sent: its ticket and caller (an answer to another is not kept).
+    uint64_t last_ticket = 0;
+    uint64_t last_caller = 0;
   };
   bool CurrentLocked(const Dir& d, uint64_t from, uint64_t from_ns, uint64_t now_ns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

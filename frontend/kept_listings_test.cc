@@ -48,17 +48,17 @@ std::vector<char> PlusListing(const std::vector<std::string>& names) {
 
 // The first page of `dir` read from the server at `now` (seconds): sent, answered with `reply`.
 void ListPage(KeptListings& listings, uint64_t dir, uint64_t now, const std::vector<char>& reply,
-              bool unsettled = false) {
-  const uint64_t ticket = listings.ListingSent(dir, unsettled, now * kSec);
+              bool unsettled = false, uint64_t caller = CallerKey(0, 0)) {
+  const uint64_t ticket = listings.ListingSent(dir, unsettled, now * kSec, caller);
   listings.Answered(dir, ticket, now * kSec, 4096, reply);
   listings.ListingEnded(dir, now * kSec);
 }
 
 // A replay for `dir` at `now` (seconds): its bytes, or nullopt.
 std::optional<std::vector<char>> Replayed(KeptListings& listings, uint64_t dir, uint64_t now,
-                                          uint32_t size = 4096) {
+                                          uint32_t size = 4096, uint64_t caller = CallerKey(0, 0)) {
   std::vector<char> out(size);
-  std::optional<size_t> n = listings.Replay(dir, size, now * kSec, out.data());
+  std::optional<size_t> n = listings.Replay(dir, size, caller, now * kSec, out.data());
   if (!n) return std::nullopt;
   out.resize(*n);
   return out;
@@ -111,9 +111,24 @@ TEST(KeptListingsTest, TheFirstPageIsReplayedWithoutNodesUntilItsDirectoryChange
   // Sent while a change of this mount was unsettled: it may run at the server after it.
   ListPage(listings, 2, 10, reply, /*unsettled=*/true);
   EXPECT_FALSE(Replayed(listings, 2, 11));
+  // An answer to an earlier READDIR than the last sent: not kept (whose it is is not known).
+  const uint64_t earlier = listings.ListingSent(2, false, 14 * kSec);
+  listings.ListingSent(2, false, 14 * kSec);
+  listings.Answered(2, earlier, 14 * kSec, 4096, reply);
+  EXPECT_FALSE(Replayed(listings, 2, 15));
   // An answer that is not the server's READDIRPLUS records: not kept.
   ListPage(listings, 2, 12, std::vector<char>(10, 'x'));
   EXPECT_FALSE(Replayed(listings, 2, 13));
+}
+
+TEST(KeptListingsTest, APageIsReplayedOnlyToTheCallerItWasReadFor) {
+  KeptListings listings(60 * kSec);
+  const std::vector<char> reply = PlusListing({".", "..", "a"});
+  ListPage(listings, 2, 1, reply, false, CallerKey(1000, 1000));
+  EXPECT_TRUE(Replayed(listings, 2, 2, 4096, CallerKey(1000, 1000)));
+  EXPECT_FALSE(Replayed(listings, 2, 2, 4096, CallerKey(0, 0))) << "root (maybe squashed)";
+  EXPECT_FALSE(Replayed(listings, 2, 2, 4096, CallerKey(1000, 1001))) << "another group";
+  EXPECT_FALSE(Replayed(listings, 2, 2, 4096, CallerKey(1001, 1000))) << "another user";
 }
 
 TEST(KeptListingsTest, AReplayedPageLivesTheEntryLifetimeFromItsReadAndGoesOnAReset) {

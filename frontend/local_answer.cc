@@ -59,12 +59,13 @@ std::optional<LocalAnswer> AnswerLocally(uint32_t opcode, uint64_t nodeid, const
       fuse_read_in in;
       std::memcpy(&in, op_in, sizeof(in));
       if (caches.dir_ends->AtEnd(in.fh, in.offset)) return LocalAnswer{0, 0};
-      if (opcode != FUSE_READDIRPLUS || caches.dirs == nullptr ||
+      if (opcode != FUSE_READDIRPLUS || caches.dirs == nullptr || caches.unlinks_outstanding ||
           !ReplayableListing(in, caches.local_dirs, caches.open_dirs_locally)) {
         return std::nullopt;
       }
       char* out = static_cast<char*>(body);
-      const std::optional<size_t> size = caches.dirs->ReplayListing(nodeid, in.size, now_ns, out);
+      const std::optional<size_t> size =
+          caches.dirs->ReplayListing(nodeid, in.size, caches.caller, now_ns, out);
       if (!size) return std::nullopt;
       caches.dir_ends->Answered(in.fh, in.offset, in.size, /*plus=*/true, {out, *size});
       return LocalAnswer{0, *size};

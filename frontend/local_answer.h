@@ -53,6 +53,10 @@ struct LocalCaches {
   DirEnds* dir_ends = nullptr;
   LocalDirHandles* local_dirs = nullptr;
   bool open_dirs_locally = false;  // with local_dirs: the server lists directories by node
+  // An early unlink (async_unlink) has not been run by the server yet: a kept page may still
+  // hold its name (one read beside it, before its change was heard of), so none is replayed.
+  bool unlinks_outstanding = false;
+  uint64_t caller = 0;  // the request's (CallerKey): a kept page is replayed only to its own
 };
 
 // Whether a READDIRPLUS `in` may be answered by KeptListings::Replay, and its server's answer

@@ -6,9 +6,13 @@
 #include <linux/fuse.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "common/wire.h"
+#include "frontend/complete_dirs.h"
 #include "frontend/dir_ends.h"
 #include "frontend/local_answer.h"
 
@@ -118,6 +122,71 @@ TEST(LocalDirHandlesTest, OpendirIsAnsweredOnlyWhileTheServerListsByNode) {
   EXPECT_EQ(ends.size(), 0u);
   release.fh = kServerFhWithBit63;
   EXPECT_FALSE(AnswerLocally(FUSE_RELEASEDIR, 5, &release, sizeof(release), {}, caches, body, 0));
+}
+
+// The first READDIRPLUS of an open of a directory whose page the mount kept (KeptListings): the
+// page, but only at offset 0 of a handle of the mount's own while the server lists by node, for
+// the caller it was read for, and not while an early unlink is outstanding.
+TEST(LocalDirHandlesTest, AKeptPageAnswersOnlyTheFirstReaddirplusOfOurHandleForItsCaller) {
+  constexpr uint64_t kSec = 1'000'000'000;
+  LocalDirHandles handles;
+  DirEnds ends;
+  CompleteDirs dirs(60 * kSec, 4096, 1 << 18, /*listing_lifetime_ns=*/60 * kSec);
+  // The server's answer to the look: ".", "..", "a", with node ids.
+  std::vector<char> reply;
+  uint64_t cookie = 1;
+  for (std::string name : {".", "..", "a"}) {
+    const size_t at = reply.size();
+    reply.resize(at + FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + name.size()), 0);
+    fuse_direntplus e{};
+    e.entry_out.nodeid = 40 + cookie;
+    e.dirent.off = cookie++;
+    e.dirent.namelen = static_cast<uint32_t>(name.size());
+    std::memcpy(reply.data() + at, &e, FUSE_NAME_OFFSET_DIRENTPLUS);
+    std::memcpy(reply.data() + at + FUSE_NAME_OFFSET_DIRENTPLUS, name.data(), name.size());
+  }
+  const uint64_t caller = CallerKey(1000, 100);
+  const uint64_t ticket = dirs.ListingSent(5, kSec, caller);
+  ASSERT_NE(ticket, 0u);
+  dirs.ListingAnswered(5, ticket, kSec, 4096, reply);
+  dirs.ListingEnded(5, kSec);
+
+  LocalCaches caches;
+  caches.local_dirs = &handles;
+  caches.dir_ends = &ends;
+  caches.dirs = &dirs;
+  caches.open_dirs_locally = true;
+  caches.caller = caller;
+  fuse_read_in in{};
+  in.fh = handles.Open();
+  in.size = 4096;
+  std::vector<char> body(4096);
+  auto replay = [&](uint32_t opcode) {
+    return AnswerLocally(opcode, 5, &in, sizeof(in), {}, caches, body.data(), 2 * kSec);
+  };
+  std::optional<LocalAnswer> answer = replay(FUSE_READDIRPLUS);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->body_size, reply.size());
+  fuse_direntplus first;
+  std::memcpy(&first, body.data(), sizeof(first));
+  EXPECT_EQ(first.entry_out.nodeid, 0u) << "names only";
+  EXPECT_TRUE(ends.AtEnd(in.fh, 3)) << "the page held the end";
+
+  EXPECT_FALSE(replay(FUSE_READDIR)) << "plain READDIR";
+  caches.unlinks_outstanding = true;
+  EXPECT_FALSE(replay(FUSE_READDIRPLUS)) << "an early unlink may not be in the page";
+  caches.unlinks_outstanding = false;
+  caches.caller = CallerKey(0, 0);
+  EXPECT_FALSE(replay(FUSE_READDIRPLUS)) << "another caller";
+  caches.caller = caller;
+  caches.open_dirs_locally = false;
+  EXPECT_FALSE(replay(FUSE_READDIRPLUS)) << "the server lists by handle now";
+  caches.open_dirs_locally = true;
+  in.offset = 2;
+  EXPECT_FALSE(replay(FUSE_READDIRPLUS)) << "not at offset 0";
+  in.offset = 0;
+  in.fh = kServerFhWithBit63;
+  EXPECT_FALSE(replay(FUSE_READDIRPLUS)) << "a server's handle";
 }
 
 }  // namespace
