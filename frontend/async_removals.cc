@@ -87,19 +87,22 @@ void AsyncRemovals::PruneLocked() {
   pruned_floor_ = tickets_.load(std::memory_order_relaxed);
 }
 
+void AsyncRemovals::UnlearnLocked(Dir& d) {
+  d.learned_ns = 0;
+  d.floor = tickets_.load(std::memory_order_relaxed);
+}
+
 void AsyncRemovals::Forget(uint64_t dir) {
   absl::MutexLock lock(&mu_);
   // Every ticket given so far: a request sent before now may have run before the change.
   Dir& d = FindOrAddLocked(dir);
-  d.learned_ns = 0;
-  d.floor = tickets_.load(std::memory_order_relaxed);
+  UnlearnLocked(d);
 }
 
 void AsyncRemovals::SetattrSent(uint64_t node) {
   absl::MutexLock lock(&mu_);
   Dir& d = FindOrAddLocked(node);
-  d.learned_ns = 0;
-  d.floor = tickets_.load(std::memory_order_relaxed);
+  UnlearnLocked(d);
   // Two at once run at the server in either order: neither answer tells what it holds after.
   if (++d.sync_setattrs > 1) d.overlapped = true;
 }
@@ -131,8 +134,7 @@ void AsyncRemovals::SetattrEnded(uint64_t node, bool may_still_run) {
   if (may_still_run) {
     // Ended without its answer after it reached the server: it may run there at any moment.
     d.unsettled = true;
-    d.learned_ns = 0;
-    d.floor = tickets_.load(std::memory_order_relaxed);
+    UnlearnLocked(d);
   }
   if (d.sync_setattrs > 0 && --d.sync_setattrs == 0) d.overlapped = false;
 }
@@ -276,8 +278,7 @@ uint64_t AsyncRemovals::EndSetattr(uint64_t seq, uint64_t node, const fuse_attr_
       // What the server holds is not known (a failure), or its answer may be older than an
       // unlink, rename, push or a write answered beside it since: nothing is answered from
       // these any more.
-      d.learned_ns = 0;
-      d.floor = tickets_.load(std::memory_order_relaxed);
+      UnlearnLocked(d);
     } else if (d.changes == 0 && d.learned_ns != 0) {
       // The server's own, with every early change of this node in them (each waited for the
       // one before). Its times may differ from those answered (ctime is the server's).

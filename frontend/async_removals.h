@@ -273,6 +273,9 @@ class AsyncRemovals {
   void PublishLowestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Dir& FindOrAddLocked(uint64_t dir) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Nothing learned of `d` answers any more, nor does an answer to a request sent before now
+  // (it may have run before the change).
+  void UnlearnLocked(Dir& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Dir> dirs_ ABSL_GUARDED_BY(mu_);
