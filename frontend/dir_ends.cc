@@ -50,17 +50,21 @@ bool DirEnds::AtEnd(uint64_t fh, uint64_t offset) const {
   return it != handles_.end() && it->second.known_end && it->second.end == offset;
 }
 
+DirEnds::Handle* DirEnds::FindOrAddLocked(uint64_t fh) {
+  auto it = handles_.find(fh);
+  if (it != handles_.end()) return &it->second;
+  if (handles_.size() >= max_handles_) return nullptr;  // beyond the bound: nothing is learned
+  return &handles_.emplace(fh, Handle{}).first->second;
+}
+
 void DirEnds::Asking(uint64_t fh, uint64_t unique, uint64_t offset, uint32_t size, bool plus) {
   absl::MutexLock lock(&mu_);
-  auto it = handles_.find(fh);
-  if (it == handles_.end()) {
-    if (handles_.size() >= max_handles_) return;
-    it = handles_.emplace(fh, Handle{}).first;
-  }
-  it->second.unique = unique;
-  it->second.offset = offset;
-  it->second.size = size;
-  it->second.plus = plus;
+  Handle* h = FindOrAddLocked(fh);
+  if (h == nullptr) return;
+  h->unique = unique;
+  h->offset = offset;
+  h->size = size;
+  h->plus = plus;
 }
 
 void DirEnds::Learn(uint64_t fh, uint64_t unique, int error, std::span<const char> reply) {
@@ -80,14 +84,11 @@ void DirEnds::Answered(uint64_t fh, uint64_t offset, uint32_t size, bool plus,
                        std::span<const char> reply) {
   const std::optional<uint64_t> end = EndOf(offset, size, plus, reply);
   absl::MutexLock lock(&mu_);
-  auto it = handles_.find(fh);
-  if (it == handles_.end()) {
-    if (handles_.size() >= max_handles_) return;
-    it = handles_.emplace(fh, Handle{}).first;
-  }
-  it->second.known_end = end.has_value();
-  it->second.end = end.value_or(0);
-  it->second.unique = 0;  // a killed caller's READDIR still out teaches nothing now
+  Handle* h = FindOrAddLocked(fh);
+  if (h == nullptr) return;
+  h->known_end = end.has_value();
+  h->end = end.value_or(0);
+  h->unique = 0;  // a killed caller's READDIR still out teaches nothing now
 }
 
 void DirEnds::Released(uint64_t fh) {

@@ -71,6 +71,9 @@ class DirEnds {
     uint32_t size = 0;
     bool plus = false;
   };
+  // `fh`'s entry, added if absent; nullptr when the table is full.
+  Handle* FindOrAddLocked(uint64_t fh) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const size_t max_handles_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Handle> handles_ ABSL_GUARDED_BY(mu_);

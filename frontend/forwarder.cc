@@ -298,13 +298,16 @@ Verdict Forwarder::Accept(const KernelRequest& request, RequestState* state, voi
   }
   std::optional<LocalAnswer> local;
   if (!unlinks_owed) {
+    // Only a kept listing page's replay looks at the early unlinks and the caller.
+    const bool replayable = request.opcode() == FUSE_READDIRPLUS;
     local = AnswerLocally(
         request.opcode(), request.header.nodeid, request.op_in, request.op_in_size,
         {request.payload, request.payload_size},
-        LocalCaches{config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept, config_.dir_ends,
-                    config_.local_dirs, channel_->HandlelessListings(),
-                    config_.async != nullptr && !config_.async->Passed(config_.async->Gate()),
-                    CallerKey(request.header.uid, request.header.gid)},
+        LocalCaches{
+            config_.dir_attrs, config_.xattrs, config_.dirs, config_.kept, config_.dir_ends,
+            config_.local_dirs, channel_->HandlelessListings(),
+            replayable && config_.async != nullptr && !config_.async->Passed(config_.async->Gate()),
+            replayable ? CallerKey(request.header.uid, request.header.gid) : 0},
         body, state->received_ns);
   }
   if (local) {

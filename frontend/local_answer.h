@@ -53,6 +53,7 @@ struct LocalCaches {
   DirEnds* dir_ends = nullptr;
   LocalDirHandles* local_dirs = nullptr;
   bool open_dirs_locally = false;  // with local_dirs: the server lists directories by node
+  // The last two are read for a READDIRPLUS only (the forwarder fills them for that alone).
   // An early unlink (async_unlink) has not been run by the server yet: a kept page may still
   // hold its name (one read beside it, before its change was heard of), so none is replayed.
   bool unlinks_outstanding = false;
