@@ -344,6 +344,61 @@ TEST_P(ExecutorTest, ReaddirplusCountsLookupsAndForgetDrops) {
   EXPECT_EQ(Exec(FUSE_GETATTR, x, Bytes(g)).error, ESTALE);
 }
 
+// READDIRPLUS counts an entry whose file the table holds from one stat by name
+// (NodeTable::HeldNode). A name renamed over since the listing's snapshot must still give the
+// file it names now, with a lookup counted on that file's node and none on the held one.
+TEST_P(ExecutorTest, ReaddirplusOfANameRenamedOverGivesTheFileItNamesNow) {
+  std::ofstream(dir_.Join("x")) << "old";
+  std::ofstream(dir_.Join("y")) << "new";
+  const uint64_t x = LookupId(1, "x");
+  // Held while this ref lives (the fixture's fd cache keeps nothing), as by a busy executor.
+  absl::StatusOr<NodeRef> held = client_->nodes->Get(x);
+  ASSERT_TRUE(held.ok()) << held.status();
+  fuse_open_in open_in{};
+  const uint64_t fh = Exec(FUSE_OPENDIR, 1, Bytes(open_in)).As<fuse_open_out>().fh;
+  // The snapshot is taken at offset 0; x's cookie there is its index + 1.
+  ExecResult plain = Exec(FUSE_READDIR, 1, ReadIn(fh, 0, 4096));
+  ASSERT_EQ(plain.error, 0);
+  uint64_t before_x = 0;
+  bool found = false;
+  for (size_t pos = 0; pos < plain.body.size() && !found;) {
+    fuse_dirent dirent;
+    std::memcpy(&dirent, plain.body.data() + pos, FUSE_NAME_OFFSET);
+    if (std::string(plain.body.data() + pos + FUSE_NAME_OFFSET, dirent.namelen) == "x") {
+      found = true;
+    } else {
+      before_x = dirent.off;
+    }
+    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET + dirent.namelen);
+  }
+  ASSERT_TRUE(found);
+  ASSERT_GT(before_x, 0u) << "x listed first: the READDIRPLUS below would take a new snapshot";
+  struct stat y_st {};
+  ASSERT_EQ(stat(dir_.Join("y").c_str(), &y_st), 0);
+  ASSERT_EQ(rename(dir_.Join("y").c_str(), dir_.Join("x").c_str()), 0);
+  // Continues the old snapshot, whose x still carries the held file's inode number.
+  ExecResult plus = Exec(FUSE_READDIRPLUS, 1, ReadIn(fh, before_x, 8192));
+  ASSERT_EQ(plus.error, 0);
+  uint64_t listed = 0;
+  for (size_t pos = 0; pos < plus.body.size();) {
+    fuse_entry_out entry;
+    fuse_dirent dirent;
+    std::memcpy(&entry, plus.body.data() + pos, sizeof(entry));
+    std::memcpy(&dirent, plus.body.data() + pos + sizeof(entry), FUSE_NAME_OFFSET);
+    const std::string name(plus.body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dirent.namelen);
+    if (name == "x" && entry.nodeid != 0) {
+      listed = entry.nodeid;
+      EXPECT_EQ(entry.attr.ino, y_st.st_ino);
+      EXPECT_EQ(entry.attr.size, 3u);
+    }
+    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + dirent.namelen);
+  }
+  ASSERT_NE(listed, 0u);
+  EXPECT_NE(listed, x);
+  EXPECT_EQ(client_->nodes->LookupCount(x), 1u);
+  EXPECT_EQ(client_->nodes->LookupCount(listed), 1u);
+}
+
 TEST_P(ExecutorTest, Xattrs) {
   auto [node, fh] = Create(1, "x", 0644);
   fuse_setxattr_in set{};
@@ -519,6 +574,10 @@ class StaleNodeTable final : public NodeTable {
     return inner_->AddLookup(std::move(fd), st, new_handle);
   }
   void Forget(uint64_t nodeid, uint64_t nlookup) override { inner_->Forget(nodeid, nlookup); }
+  NodeRef HeldNode(const InodeKey& key) const override { return inner_->HeldNode(key); }
+  std::optional<EntryIds> AddLookupOf(const Node& node) override {
+    return inner_->AddLookupOf(node);
+  }
   std::optional<InodeKey> KeyOf(uint64_t nodeid) const override { return inner_->KeyOf(nodeid); }
   std::optional<uint64_t> FindByInode(const InodeKey& key) const override {
     return inner_->FindByInode(key);

@@ -253,6 +253,24 @@ bool HandleNodeTable::Contains(uint64_t nodeid) const {
   return by_id_.contains(nodeid);
 }
 
+NodeRef HandleNodeTable::HeldNode(const InodeKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_inode_.find(key);
+  if (it == by_inode_.end()) return nullptr;
+  const Entry& entry = by_id_.at(it->second);
+  if (entry.pinned != nullptr) return entry.pinned;
+  // A node kept by handle holds an fd only while the cache or an executor has it.
+  return entry.open.lock();
+}
+
+std::optional<EntryIds> HandleNodeTable::AddLookupOf(const Node& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(node.id);
+  if (it == by_id_.end()) return std::nullopt;
+  if (node.id != fuse::kRootNodeId) ++it->second.lookups;
+  return EntryIds{node.id, it->second.generation};
+}
+
 std::optional<InodeKey> HandleNodeTable::KeyOf(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(nodeid);

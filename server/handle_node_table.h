@@ -43,6 +43,8 @@ class HandleNodeTable final : public NodeTable {
   absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
                                      InodeHandle* new_handle = nullptr) override;
   void Forget(uint64_t nodeid, uint64_t nlookup) override;
+  NodeRef HeldNode(const InodeKey& key) const override;
+  std::optional<EntryIds> AddLookupOf(const Node& node) override;
   std::optional<InodeKey> KeyOf(uint64_t nodeid) const override;
   std::optional<uint64_t> FindByInode(const InodeKey& key) const override;
   uint64_t LookupCount(uint64_t nodeid) const override;

@@ -84,6 +84,21 @@ void PathNodeTable::Forget(uint64_t nodeid, uint64_t nlookup) {
   }
 }
 
+NodeRef PathNodeTable::HeldNode(const InodeKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_inode_.find(key);
+  if (it == by_inode_.end()) return nullptr;
+  return by_id_.at(it->second).node;  // every node here keeps its fd for life
+}
+
+std::optional<EntryIds> PathNodeTable::AddLookupOf(const Node& node) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_id_.find(node.id);
+  if (it == by_id_.end()) return std::nullopt;
+  if (node.id != fuse::kRootNodeId) ++it->second.lookups;
+  return EntryIds{node.id, it->second.generation};
+}
+
 std::optional<InodeKey> PathNodeTable::KeyOf(uint64_t nodeid) const {
   absl::MutexLock lock(&mu_);
   auto it = by_id_.find(nodeid);

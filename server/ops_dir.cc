@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -68,10 +69,26 @@ void PutDirent(char* out, const DirEntry& e, uint64_t cookie) {
 
 // The entry_out of one READDIRPLUS entry: looked up like LOOKUP (one more lookup on the node).
 // "." and "..", and entries that vanished since the snapshot, get nodeid 0, which the kernel
-// takes as "no attributes for this one".
-fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
+// takes as "no attributes for this one". `dir_dev`: the directory's st_dev, null if unknown.
+fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const dev_t* dir_dev,
+                         const DirEntry& e) {
   fuse_entry_out out{};
   if (IsDotOrDotDot(e.name)) return out;
+  // An entry whose file this table holds open (the client knows it: rm -rf's and ls -l's second
+  // look, a listing after the kernel forgot what the mount kept) is counted from one stat by
+  // name: held, its inode number cannot belong to another file (NodeTable::HeldNode). A name
+  // that now stands for another file (renamed over, or a mount point) takes the full way.
+  if (dir_dev != nullptr) {
+    if (NodeRef held = ctx.client->nodes->HeldNode({*dir_dev, e.ino})) {
+      struct stat st {};
+      if (fstatat(dir_fd, NameBuffer(e.name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return out;
+      if (st.st_dev == held->dev && st.st_ino == held->ino) {
+        if (std::optional<EntryIds> ids = ctx.client->nodes->AddLookupOf(*held)) {
+          return ToEntryOut(ids->nodeid, ids->generation, st, ctx.times);
+        }
+      }
+    }
+  }
   auto fd = LookupBeneath(dir_fd, e.name);
   if (!fd.ok()) return out;
   auto st = StatFd(fd->get());
@@ -85,7 +102,14 @@ fuse_entry_out PlusEntry(const OpContext& ctx, int dir_fd, const DirEntry& e) {
 class ListingFill {
  public:
   ListingFill(const OpContext& ctx, int dir_fd, bool plus, size_t limit, ReplyBody& body)
-      : ctx_(ctx), dir_fd_(dir_fd), plus_(plus), limit_(limit), body_(body) {}
+      : ctx_(ctx), dir_fd_(dir_fd), plus_(plus), limit_(limit), body_(body) {
+    // One fstat per answer: the table may not list the directory (the export root).
+    struct stat st {};
+    if (plus_ && fstat(dir_fd_, &st) == 0) {
+      dir_dev_ = st.st_dev;
+      dir_dev_known_ = true;
+    }
+  }
   ~ListingFill() { body_.set_size(used_); }
 
   // The bytes `e` takes in a READDIR (`plus`: READDIRPLUS) answer.
@@ -101,7 +125,7 @@ class ListingFill {
     if (!plus_) {
       PutDirent(body_.data() + used_, e, cookie);
     } else {
-      fuse_entry_out entry = PlusEntry(ctx_, dir_fd_, e);
+      fuse_entry_out entry = PlusEntry(ctx_, dir_fd_, dir_dev_known_ ? &dir_dev_ : nullptr, e);
       std::memcpy(body_.data() + used_, &entry, sizeof(entry));
       PutDirent(body_.data() + used_ + sizeof(entry), e, cookie);
     }
@@ -115,6 +139,8 @@ class ListingFill {
   const bool plus_;
   const size_t limit_;
   ReplyBody& body_;
+  dev_t dir_dev_ = 0;
+  bool dir_dev_known_ = false;
   size_t used_ = 0;
 };
 
