@@ -275,6 +275,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
     config_.ledger->OnRequest(header, r.iov[1].iov_base, r.iov[1].iov_len);
   }
   r.xattr_ticket = 0;
+  r.xattr_name = -1;
   if (config_.xattrs != nullptr) NoteXattrRequest(r);
   r.async_ticket = config_.async != nullptr ? config_.async->Ticket() : 0;
   r.dir_ticket = 0;
@@ -1291,7 +1292,8 @@ void BackendChannel::NoteXattrRequest(Record& r) {
                 r.iov[1].iov_len - sizeof(fuse_getxattr_in)};
       }
       name = name.substr(0, name.find('\0'));
-      if (name == kCapabilityXattr) r.xattr_ticket = config_.xattrs->Ticket();
+      r.xattr_name = static_cast<int8_t>(XattrAbsenceCache::IndexOf(name));
+      if (r.xattr_name >= 0) r.xattr_ticket = config_.xattrs->Ticket();
       break;
     }
     case FUSE_SETXATTR:
@@ -1305,7 +1307,7 @@ void BackendChannel::NoteXattrRequest(Record& r) {
 void BackendChannel::NoteXattrReply(const Record& r, int error, size_t body) {
   const uint64_t now = MonotonicNs();
   if (r.xattr_ticket != 0 && error == -ENODATA) {
-    config_.xattrs->RecordAbsent(r.header.nodeid, r.xattr_ticket, now);
+    config_.xattrs->RecordAbsent(r.header.nodeid, r.xattr_name, r.xattr_ticket, now);
     return;
   }
   const uint32_t op = r.header.opcode;

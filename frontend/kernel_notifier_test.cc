@@ -300,7 +300,7 @@ TEST_F(NotifierResetTest, TheMountsOwnCopiesGoAtOnce) {
   notifier_.ResetKernelCaches();
   EXPECT_FALSE(dir_attrs_.Take(9, 2).has_value());
   EXPECT_FALSE(xattrs_.KnownAbsent(9, kCapabilityXattr, 2));
-  xattrs_.RecordAbsent(10, ticket, 2);  // its ENODATA, answered after the reset
+  xattrs_.RecordAbsent(10, /*name=*/0, ticket, 2);  // its ENODATA, answered after the reset
   EXPECT_FALSE(xattrs_.KnownAbsent(10, kCapabilityXattr, 3));
   notifier_.Release();
   ASSERT_TRUE(notifier_.WaitIdle(absl::Seconds(5)));

@@ -325,6 +325,55 @@ TEST_P(CoherenceTest, FileCapabilitiesAreNeverHiddenByTheAbsenceCache) {
   Note("removecap", WaitSeen([&] { return capability(B("cap2")) == -ENODATA; }));
 }
 
+// `ls -l` asks every file for security.selinux and system.posix_acl_access; ringfs-mount answers
+// both from the absences it learned (frontend/xattr_cache.h). An ACL set through another mount,
+// or through this one, must be seen all the same.
+TEST_P(CoherenceTest, AnAclIsNeverHiddenByTheAbsenceCache) {
+  auto acl_size = [](const std::string& path) -> ssize_t {
+    char buf[256];
+    ssize_t n = getxattr(path.c_str(), "system.posix_acl_access", buf, sizeof(buf));
+    return n < 0 ? -errno : n;
+  };
+  auto answered_locally = [&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // stats: every 200 ms
+    return StatNumber(b_->ReadStats(), "answered_locally").value_or(0);
+  };
+  // An ACL beyond the mode (user 4242 may read), which the export's filesystem stores: version
+  // 2, then (tag, perm, id) entries sorted by tag.
+  struct Entry {
+    uint16_t tag, perm;
+    uint32_t id;
+  };
+  struct {
+    uint32_t version = 2;
+    Entry entries[5] = {
+        {0x01, 6, ~0u}, {0x02, 4, 4242}, {0x04, 4, ~0u}, {0x10, 4, ~0u}, {0x20, 4, ~0u}};
+  } acl;
+  ASSERT_TRUE(WriteFile(B("acl"), "x"));
+  ASSERT_EQ(acl_size(B("acl")), -ENODATA);  // learned by B
+  const uint64_t before = answered_locally();
+  ASSERT_EQ(acl_size(B("acl")), -ENODATA);
+  char label[256];
+  ASSERT_LT(lgetxattr(B("acl").c_str(), "security.selinux", label, sizeof(label)), 0);
+  ASSERT_LT(lgetxattr(B("acl").c_str(), "security.selinux", label, sizeof(label)), 0);
+  EXPECT_GE(answered_locally(), before + 2) << "ls -l's questions went to the server";
+  // Set through A: B sees it.
+  if (setxattr(A("acl").c_str(), "system.posix_acl_access", &acl, sizeof(acl), 0) != 0) {
+    GTEST_SKIP() << "the export's filesystem takes no ACL: " << strerror(errno);
+  }
+  Note("setfacl",
+       WaitSeen([&] { return acl_size(B("acl")) == static_cast<ssize_t>(sizeof(acl)); }));
+  // Set through B itself on a file whose absence B learned: seen at once.
+  ASSERT_TRUE(WriteFile(B("acl2"), "x"));
+  ASSERT_EQ(acl_size(B("acl2")), -ENODATA);
+  ASSERT_EQ(setxattr(B("acl2").c_str(), "system.posix_acl_access", &acl, sizeof(acl), 0), 0)
+      << strerror(errno);
+  EXPECT_EQ(acl_size(B("acl2")), static_cast<ssize_t>(sizeof(acl)));
+  // Removed through A: B sees the absence again.
+  ASSERT_EQ(removexattr(A("acl2").c_str(), "system.posix_acl_access"), 0) << strerror(errno);
+  Note("removefacl", WaitSeen([&] { return acl_size(B("acl2")) == -ENODATA; }));
+}
+
 // A process on the storage node changes the export directly: the server's fanotify watch
 // (server/export_watch.h) pushes the same invalidations a client's change would.
 TEST_P(CoherenceTest, ChangesMadeOnTheExportDirectlyAreSeen) {
