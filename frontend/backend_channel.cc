@@ -1296,6 +1296,19 @@ void BackendChannel::NoteXattrRequest(Record& r) {
       if (r.xattr_name >= 0) r.xattr_ticket = config_.xattrs->Ticket();
       break;
     }
+    case FUSE_CREATE: {
+      fuse_create_in in{};
+      if (r.iovcnt < 2 || r.iov[1].iov_len < sizeof(in)) break;
+      std::memcpy(&in, r.iov[1].iov_base, sizeof(in));
+      if ((in.flags & O_EXCL) == 0) break;  // may open a file that was there
+      r.xattr_ticket = config_.xattrs->Ticket();
+      break;
+    }
+    case FUSE_MKNOD:
+    case FUSE_MKDIR:
+    case FUSE_SYMLINK:
+      r.xattr_ticket = config_.xattrs->Ticket();
+      break;
     case FUSE_SETXATTR:
       config_.xattrs->Drop(r.header.nodeid);
       break;
@@ -1305,17 +1318,18 @@ void BackendChannel::NoteXattrRequest(Record& r) {
 }
 
 void BackendChannel::NoteXattrReply(const Record& r, int error, size_t body) {
+  if (r.xattr_ticket == 0) return;
   const uint64_t now = MonotonicNs();
-  if (r.xattr_ticket != 0 && error == -ENODATA) {
-    config_.xattrs->RecordAbsent(r.header.nodeid, r.xattr_name, r.xattr_ticket, now);
+  if (r.header.opcode == FUSE_GETXATTR) {
+    if (error == -ENODATA) {
+      config_.xattrs->RecordAbsent(r.header.nodeid, r.xattr_name, r.xattr_ticket, now);
+    }
     return;
   }
-  const uint32_t op = r.header.opcode;
-  if (error == 0 && body >= sizeof(fuse_entry_out) &&
-      (op == FUSE_CREATE || op == FUSE_MKNOD || op == FUSE_MKDIR || op == FUSE_SYMLINK)) {
+  if (error == 0 && body >= sizeof(fuse_entry_out)) {  // a create that took a ticket
     fuse_entry_out entry;
     std::memcpy(&entry, r.reply.body, sizeof(entry));
-    if (entry.nodeid != 0) config_.xattrs->RecordCreated(entry.nodeid, now);
+    if (entry.nodeid != 0) config_.xattrs->RecordCreated(entry.nodeid, r.xattr_ticket, now);
   }
 }
 

@@ -283,8 +283,10 @@ class BackendChannel {
     bool reached = false;       // handed to a socket at least once: the server may have it
     uint64_t reached_instance = 0;  // the server instance it was last handed to whole
     bool reached_another = false;   // handed whole to an instance before that one: it may have run
-    uint64_t xattr_ticket = 0;      // a GETXATTR of kAbsenceNames[xattr_name]: XattrAbsenceCache's
-    int8_t xattr_name = -1;         // ticket and the name's index
+    // XattrAbsenceCache's ticket, taken for a GETXATTR of kAbsenceNames[xattr_name] and for an
+    // exclusive create; 0 for every other request.
+    uint64_t xattr_ticket = 0;
+    int8_t xattr_name = -1;  // the GETXATTR's name (XattrAbsenceCache::IndexOf)
     int iovcnt = 0;
     size_t frame_bytes = 0;
     uint64_t gate = 0;          // PendingReply::gate

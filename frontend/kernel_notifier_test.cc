@@ -295,7 +295,7 @@ TEST_F(NotifierResetTest, TheMountsOwnCopiesGoAtOnce) {
   attr.attr_valid = 60;
   attr.attr.ctime = 1;
   dir_attrs_.Offer(9, attr, /*now_ns=*/1);
-  xattrs_.RecordCreated(9, /*now_ns=*/1);
+  xattrs_.RecordCreated(9, xattrs_.Ticket(), /*now_ns=*/1);
   const uint64_t ticket = xattrs_.Ticket();  // a GETXATTR sent before the reset
   notifier_.ResetKernelCaches();
   EXPECT_FALSE(dir_attrs_.Take(9, 2).has_value());

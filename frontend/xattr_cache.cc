@@ -31,9 +31,8 @@ void XattrAbsenceCache::RecordAbsent(uint64_t nodeid, int name, uint64_t ticket,
   InsertLocked(nodeid, name, now_ns);
 }
 
-void XattrAbsenceCache::RecordCreated(uint64_t nodeid, uint64_t now_ns) {
-  absl::MutexLock lock(&mu_);
-  InsertLocked(nodeid, IndexOf(kCapabilityXattr), now_ns);
+void XattrAbsenceCache::RecordCreated(uint64_t nodeid, uint64_t ticket, uint64_t now_ns) {
+  RecordAbsent(nodeid, IndexOf(kCapabilityXattr), ticket, now_ns);
 }
 
 void XattrAbsenceCache::Drop(uint64_t nodeid) {

@@ -9,14 +9,15 @@
 //     lists, to print a '.' or '+' after the mode: two round trips per listed file.
 //   - system.posix_acl_default: the same programs, of directories.
 // Learned from the server's ENODATA answers, and for security.capability alone from this mount's
-// creates (a new file has no file capability; it may inherit an ACL from its directory's default
-// ACL, and the server's kernel may label it). Forgotten, every name of the node at once, when
-// this mount sends a SETXATTR for the node, when the server pushes an invalidation of the node
+// exclusive creates (a new file has no file capability; it may inherit an ACL from its directory's
+// default ACL, and the server's kernel may label it). Forgotten, every name of the node at once,
+// when this mount sends a SETXATTR for the node, when the server pushes an invalidation of the node
 // (another mount changed it), and after `lifetime` (the attribute lifetime: an attribute set on
 // the server directly is seen as late as a mode change). A chmod does not make an ACL appear,
 // and a REMOVEXATTR only makes an absence truer, so neither forgets anything.
-// Race: an ENODATA answer is remembered only if the node was not forgotten since its GETXATTR
-// was sent (a ticket taken at send time), so a concurrent setcap or setfacl is never hidden.
+// Race: an ENODATA answer (or a create) is remembered only if the node was not forgotten since
+// its request was sent (a ticket taken at send time), so a concurrent setcap or setfacl is never
+// hidden.
 // Thread-safe: shared by every channel of the mount.
 #pragma once
 
@@ -45,13 +46,14 @@ class XattrAbsenceCache {
   static int IndexOf(std::string_view name);
   // Whether GETXATTR `name` of `nodeid` can be answered ENODATA here.
   bool KnownAbsent(uint64_t nodeid, std::string_view name, uint64_t now_ns) const;
-  // Taken when a GETXATTR of one of kAbsenceNames is sent to the server; never 0.
+  // Taken when a GETXATTR of one of kAbsenceNames, or a create, is sent to the server; never 0.
   uint64_t Ticket() const;
   // The server answered ENODATA to a GETXATTR of kAbsenceNames[name] sent with `ticket`.
   void RecordAbsent(uint64_t nodeid, int name, uint64_t ticket, uint64_t now_ns);
-  // This mount created `nodeid` (CREATE, MKNOD, MKDIR, SYMLINK answered by the server): it has
-  // no security.capability.
-  void RecordCreated(uint64_t nodeid, uint64_t now_ns);
+  // This mount created `nodeid` with a request sent with `ticket` (an exclusive CREATE, MKNOD,
+  // MKDIR or SYMLINK answered by the server): it has no security.capability. A CREATE without
+  // O_EXCL may have opened a file that was there, capability and all, so it teaches nothing.
+  void RecordCreated(uint64_t nodeid, uint64_t ticket, uint64_t now_ns);
   // The node's attributes may have changed in a way that matters (SETXATTR, an invalidation).
   void Drop(uint64_t nodeid);
   // Invalidations may have been lost (KernelNotifier::ResetKernelCaches): forget every absence,

@@ -17,7 +17,7 @@ TEST(XattrAbsenceCacheTest, LearnsAbsenceAndForgetsOnDropAndExpiry) {
   EXPECT_FALSE(cache.KnownAbsent(5, "system.posix_acl_access", 200));  // not learned
   EXPECT_FALSE(cache.KnownAbsent(6, kCapabilityXattr, 200));
   EXPECT_FALSE(cache.KnownAbsent(5, kCapabilityXattr, 100 + kLife));  // expired
-  cache.RecordCreated(7, 0);
+  cache.RecordCreated(7, cache.Ticket(), 0);
   EXPECT_TRUE(cache.KnownAbsent(7, kCapabilityXattr, 1));
   cache.Drop(7);
   EXPECT_FALSE(cache.KnownAbsent(7, kCapabilityXattr, 1));
@@ -44,7 +44,7 @@ TEST(XattrAbsenceCacheTest, BoundedAndSafeWhenTheDropHistoryIsReset) {
   for (uint64_t n = 100; n < 110; ++n) cache.Drop(n);  // history overflows and is reset
   cache.RecordAbsent(100, kCap, old, 1);               // could predate a forgotten drop: refused
   EXPECT_FALSE(cache.KnownAbsent(100, kCapabilityXattr, 2));
-  for (uint64_t n = 0; n < 10; ++n) cache.RecordCreated(n, 0);
+  for (uint64_t n = 0; n < 10; ++n) cache.RecordCreated(n, cache.Ticket(), 0);
   EXPECT_LE(cache.size(), 4u);
 }
 
@@ -70,10 +70,16 @@ TEST(XattrAbsenceCacheTest, EachNameIsLearnedAndExpiresOnItsOwnAndADropForgetsTh
   cache.Drop(5);  // a setfacl through this mount, or another mount's change pushed
   EXPECT_FALSE(cache.KnownAbsent(5, "system.posix_acl_access", 700));
   // A create teaches the capability alone: the file may inherit a default ACL, or get a label.
-  cache.RecordCreated(8, 0);
+  cache.RecordCreated(8, cache.Ticket(), 0);
   EXPECT_TRUE(cache.KnownAbsent(8, kCapabilityXattr, 1));
   EXPECT_FALSE(cache.KnownAbsent(8, "system.posix_acl_access", 1));
   EXPECT_FALSE(cache.KnownAbsent(8, "security.selinux", 1));
+  // A create whose node was dropped after it was sent (another mount's setcap pushed before its
+  // answer came) teaches nothing either.
+  const uint64_t sent = cache.Ticket();
+  cache.Drop(10);
+  cache.RecordCreated(10, sent, 2);
+  EXPECT_FALSE(cache.KnownAbsent(10, kCapabilityXattr, 3));
   // An answer older than the drop teaches nothing, whichever the name.
   const uint64_t before = cache.Ticket();
   cache.Drop(9);

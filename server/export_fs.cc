@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -89,6 +90,23 @@ absl::StatusOr<struct stat> StatFd(int fd) {
     return ErrnoError(errno, "fstatat");
   }
   return st;
+}
+
+bool InodeNumbersHeldLocally(int fd) {
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<uint32_t>(fs.f_type)) {
+    case 0xEF53u:      // ext2/3/4
+    case 0x58465342u:  // xfs
+    case 0x9123683Eu:  // btrfs
+    case 0x01021994u:  // tmpfs
+    case 0xF2F52010u:  // f2fs
+    case 0x2FC12FC1u:  // zfs
+    case 0xCA451A4Eu:  // bcachefs
+      return true;
+    default:
+      return false;
+  }
 }
 
 }  // namespace ringfs::server

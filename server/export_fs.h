@@ -52,4 +52,10 @@ absl::StatusOr<UniqueFd> PathFdOf(int open_fd);
 // lstat-like stat of the file behind any fd (O_PATH included), never following.
 absl::StatusOr<struct stat> StatFd(int fd);
 
+// Whether `fd`'s filesystem is one this host alone changes (ext4, xfs, btrfs, tmpfs, f2fs, zfs,
+// bcachefs), where an inode held open keeps its number from any other file. On NFS, CephFS,
+// Lustre, GPFS, SMB or FUSE another host may delete a file this server holds and make a new one
+// with the same number: there only a handle (name_to_handle_at) tells them apart.
+bool InodeNumbersHeldLocally(int fd);
+
 }  // namespace ringfs::server

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<HandleNodeTable>> HandleNodeTable::Create(
   ASSIGN_OR_RETURN(UniqueFd mount_fd, OpenMountFd(root_fd.get()));
   std::unique_ptr<HandleNodeTable> table(new HandleNodeTable(
       std::move(mount_fd), root_st.st_dev, root_st.st_ino, root_handle.mount_id, std::move(cache)));
+  table->held_numbers_are_unique_ = InodeNumbersHeldLocally(root_fd.get());
   Entry root;
   root.lookups = 1;
   root.dev = root_st.st_dev;
@@ -258,13 +259,20 @@ NodeRef HandleNodeTable::HeldNode(const InodeKey& key) const {
   auto it = by_inode_.find(key);
   if (it == by_inode_.end()) return nullptr;
   const Entry& entry = by_id_.at(it->second);
+  // Pinned nodes are trusted by number as AddLookup trusts them.
   if (entry.pinned != nullptr) return entry.pinned;
-  // A node kept by handle holds an fd only while the cache or an executor has it.
+  // A node kept by handle holds an fd only while the cache or an executor has it, and on a
+  // filesystem other hosts change its number may meanwhile name another file: AddLookup tells
+  // them apart by handle, which a stat cannot.
+  if (!held_numbers_are_unique_) return nullptr;
   return entry.open.lock();
 }
 
 std::optional<EntryIds> HandleNodeTable::AddLookupOf(const Node& node) {
   absl::MutexLock lock(&mu_);
+  // Still the node of its file: not forgotten, and the number not given to a newer node.
+  auto key = by_inode_.find({node.dev, node.ino});
+  if (key == by_inode_.end() || key->second != node.id) return std::nullopt;
   auto it = by_id_.find(node.id);
   if (it == by_id_.end()) return std::nullopt;
   if (node.id != fuse::kRootNodeId) ++it->second.lookups;

@@ -100,6 +100,9 @@ class HandleNodeTable final : public NodeTable {
   const dev_t root_dev_;
   const ino_t root_ino_;
   const int root_mount_id_;
+  // InodeNumbersHeldLocally of the root's filesystem: HeldNode may then trust a held node kept by
+  // handle without comparing handles.
+  bool held_numbers_are_unique_ = false;
   const std::shared_ptr<NodeFdCache> cache_;
 
   mutable absl::Mutex mu_;

@@ -93,6 +93,10 @@ NodeRef PathNodeTable::HeldNode(const InodeKey& key) const {
 
 std::optional<EntryIds> PathNodeTable::AddLookupOf(const Node& node) {
   absl::MutexLock lock(&mu_);
+  // Still the node of its file (this table never gives a number to another node while one holds
+  // it, but says so once, as HandleNodeTable::AddLookupOf must).
+  auto key = by_inode_.find({node.dev, node.ino});
+  if (key == by_inode_.end() || key->second != node.id) return std::nullopt;
   auto it = by_id_.find(node.id);
   if (it == by_id_.end()) return std::nullopt;
   if (node.id != fuse::kRootNodeId) ++it->second.lookups;

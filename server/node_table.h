@@ -76,15 +76,17 @@ class NodeTable {
   virtual absl::StatusOr<EntryIds> AddLookup(UniqueFd fd, const struct stat& st,
                                              InodeHandle* new_handle = nullptr) = 0;
 
-  // The node this table has for `key` if it holds an fd of that file right now, else null. While
+  // The node this table has for `key` if it holds an fd of that file right now, else null (also
+  // for a node kept by handle on a filesystem other hosts change: InodeNumbersHeldLocally). While
   // the returned ref lives, the file's inode stays allocated and no other file can take its
   // number, so a stat by name that finds (st_dev, st_ino) == key found this very file: a
   // READDIRPLUS entry the client already knows then costs one fstatat instead of an openat2, a
   // name_to_handle_at and an fstat (ops_dir.cc).
   virtual NodeRef HeldNode(const InodeKey& key) const = 0;
 
-  // One more lookup of `node` (from HeldNode); nullopt if it was forgotten meanwhile. The root
-  // is returned as 1 and is not counted, as in AddLookup.
+  // One more lookup of `node` (from HeldNode); nullopt if it was forgotten meanwhile or its
+  // (st_dev, st_ino) now maps to another node. The root is returned as 1 and is not counted, as
+  // in AddLookup.
   virtual std::optional<EntryIds> AddLookupOf(const Node& node) = 0;
 
   // Subtracts `nlookup` lookups; the node is dropped (fd closed once unused) at zero. Unknown ids

@@ -103,7 +103,7 @@ class ListingFill {
  public:
   ListingFill(const OpContext& ctx, int dir_fd, bool plus, size_t limit, ReplyBody& body)
       : ctx_(ctx), dir_fd_(dir_fd), plus_(plus), limit_(limit), body_(body) {
-    // One fstat per answer: the table may not list the directory (the export root).
+    // The listed fd's own st_dev, from one fstat per answer: no look-up of the directory's node.
     struct stat st {};
     if (plus_ && fstat(dir_fd_, &st) == 0) {
       dir_dev_ = st.st_dev;
