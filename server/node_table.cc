@@ -93,8 +93,8 @@ NodeRef PathNodeTable::HeldNode(const InodeKey& key) const {
 
 std::optional<EntryIds> PathNodeTable::AddLookupOf(const Node& node) {
   absl::MutexLock lock(&mu_);
-  // Still the node of its file (this table never gives a number to another node while one holds
-  // it, but says so once, as HandleNodeTable::AddLookupOf must).
+  // Still the node of its file: not forgotten meanwhile. (Here a held number never maps to a
+  // newer node; the check is HandleNodeTable's, kept the same.)
   auto key = by_inode_.find({node.dev, node.ino});
   if (key == by_inode_.end() || key->second != node.id) return std::nullopt;
   auto it = by_id_.find(node.id);
