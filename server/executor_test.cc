@@ -12,6 +12,9 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "server/executor_fixture.h"
 
@@ -35,6 +38,21 @@ std::string ReadIn(uint64_t fh, uint64_t offset, uint32_t size) {
   in.offset = offset;
   in.size = size;
   return Bytes(in);
+}
+
+// The (name, entry_out) pairs of a READDIRPLUS answer.
+std::vector<std::pair<std::string, fuse_entry_out>> PlusEntries(const std::string& body) {
+  std::vector<std::pair<std::string, fuse_entry_out>> entries;
+  for (size_t pos = 0; pos + FUSE_NAME_OFFSET_DIRENTPLUS <= body.size();) {
+    fuse_entry_out entry;
+    fuse_dirent dirent;
+    std::memcpy(&entry, body.data() + pos, sizeof(entry));
+    std::memcpy(&dirent, body.data() + pos + sizeof(entry), FUSE_NAME_OFFSET);
+    entries.emplace_back(
+        std::string(body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dirent.namelen), entry);
+    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + dirent.namelen);
+  }
+  return entries;
 }
 
 // Every test runs with both node tables: "path" (one fd per node) and "handles" (nodes reopened
@@ -380,18 +398,12 @@ TEST_P(ExecutorTest, ReaddirplusOfANameRenamedOverGivesTheFileItNamesNow) {
   ExecResult plus = Exec(FUSE_READDIRPLUS, 1, ReadIn(fh, before_x, 8192));
   ASSERT_EQ(plus.error, 0);
   uint64_t listed = 0;
-  for (size_t pos = 0; pos < plus.body.size();) {
-    fuse_entry_out entry;
-    fuse_dirent dirent;
-    std::memcpy(&entry, plus.body.data() + pos, sizeof(entry));
-    std::memcpy(&dirent, plus.body.data() + pos + sizeof(entry), FUSE_NAME_OFFSET);
-    const std::string name(plus.body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dirent.namelen);
+  for (const auto& [name, entry] : PlusEntries(plus.body)) {
     if (name == "x" && entry.nodeid != 0) {
       listed = entry.nodeid;
       EXPECT_EQ(entry.attr.ino, y_st.st_ino);
       EXPECT_EQ(entry.attr.size, 3u);
     }
-    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + dirent.namelen);
   }
   ASSERT_NE(listed, 0u);
   EXPECT_NE(listed, x);
@@ -746,17 +758,11 @@ TEST_P(ExecutorTest, EntryGenerationComesFromTheFile) {
   ExecResult plus = Exec(FUSE_READDIRPLUS, 1, ReadIn(dir_fh, 0, 8192));
   ASSERT_EQ(plus.error, 0);
   int seen = 0;
-  for (size_t pos = 0; pos < plus.body.size();) {
-    fuse_entry_out entry;
-    fuse_dirent dirent;
-    std::memcpy(&entry, plus.body.data() + pos, sizeof(entry));
-    std::memcpy(&dirent, plus.body.data() + pos + sizeof(entry), FUSE_NAME_OFFSET);
-    const std::string name(plus.body.data() + pos + FUSE_NAME_OFFSET_DIRENTPLUS, dirent.namelen);
+  for (const auto& [name, entry] : PlusEntries(plus.body)) {
     if (name == "g" || name == "g2") {
       EXPECT_EQ(entry.generation, g.generation) << name;
       ++seen;
     }
-    pos += FUSE_DIRENT_ALIGN(FUSE_NAME_OFFSET_DIRENTPLUS + dirent.namelen);
   }
   EXPECT_EQ(seen, 2);
 }
