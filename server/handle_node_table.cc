@@ -270,13 +270,7 @@ NodeRef HandleNodeTable::HeldNode(const InodeKey& key) const {
 
 std::optional<EntryIds> HandleNodeTable::AddLookupOf(const Node& node) {
   absl::MutexLock lock(&mu_);
-  // Still the node of its file: not forgotten, and the number not given to a newer node.
-  auto key = by_inode_.find({node.dev, node.ino});
-  if (key == by_inode_.end() || key->second != node.id) return std::nullopt;
-  auto it = by_id_.find(node.id);
-  if (it == by_id_.end()) return std::nullopt;
-  if (node.id != fuse::kRootNodeId) ++it->second.lookups;
-  return EntryIds{node.id, it->second.generation};
+  return CountHeldLookup(node, by_id_, by_inode_);
 }
 
 std::optional<InodeKey> HandleNodeTable::KeyOf(uint64_t nodeid) const {

@@ -179,6 +179,28 @@ TEST_F(HandleNodeTableTest, PushedOutNodeKeepsItsFdWhileHeld) {
   EXPECT_EQ(st->st_size, 3);
 }
 
+// A node a listing counts again (AddLookupOf, the READDIRPLUS fast path) is marked used, as Get
+// marks it: the cache's clock hand passes over it once more and pushes out a node nobody used
+// since it came in.
+TEST_F(HandleNodeTableTest, ANodeCountedAgainByAListingOutlivesAnUnusedOne) {
+  MakeTable(2);
+  Touch("a");
+  Touch("b");
+  Touch("c");
+  const uint64_t a = Lookup("a");  // cache slot 0, where the hand starts
+  Lookup("b");                     // slot 1
+  auto got = table_->Get(a);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const NodeRef node_a = *got;
+  // As the hand leaves a node it passed: not used since.
+  node_a->used_recently.store(false);
+  ASSERT_TRUE(table_->AddLookupOf(*node_a).has_value());
+  Lookup("c");  // the cache is full: the hand clears a's mark and takes b's slot
+  EXPECT_GE(node_a->cache_slot, 0) << "the node counted again was pushed out first";
+  EXPECT_EQ(cache_->size(), 2u);
+  EXPECT_EQ(table_->LookupCount(a), 2u);
+}
+
 TEST_F(HandleNodeTableTest, NothingCachedStillServes) {
   MakeTable(0);
   Touch("a", "a");

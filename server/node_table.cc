@@ -93,14 +93,8 @@ NodeRef PathNodeTable::HeldNode(const InodeKey& key) const {
 
 std::optional<EntryIds> PathNodeTable::AddLookupOf(const Node& node) {
   absl::MutexLock lock(&mu_);
-  // Still the node of its file: not forgotten meanwhile. (Here a held number never maps to a
-  // newer node; the check is HandleNodeTable's, kept the same.)
-  auto key = by_inode_.find({node.dev, node.ino});
-  if (key == by_inode_.end() || key->second != node.id) return std::nullopt;
-  auto it = by_id_.find(node.id);
-  if (it == by_id_.end()) return std::nullopt;
-  if (node.id != fuse::kRootNodeId) ++it->second.lookups;
-  return EntryIds{node.id, it->second.generation};
+  // Here a held number never maps to a newer node; the check is HandleNodeTable's, kept shared.
+  return CountHeldLookup(node, by_id_, by_inode_);
 }
 
 std::optional<InodeKey> PathNodeTable::KeyOf(uint64_t nodeid) const {

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/unique_fd.h"
+#include "proto/fuse_abi.h"
 #include "server/id_space.h"
 
 namespace ringfs::server {
@@ -54,6 +55,22 @@ struct InodeHandle;
 class HandleNodeTable;
 
 using InodeKey = std::pair<uint64_t, uint64_t>;  // (st_dev, st_ino)
+
+// NodeTable::AddLookupOf over a table's two maps (id -> entry with `lookups` and `generation`;
+// (st_dev, st_ino) -> id), under the table's lock: both tables count a held node the same way.
+template <typename ById, typename ByInode>
+std::optional<EntryIds> CountHeldLookup(const Node& node, ById& by_id, const ByInode& by_inode) {
+  // Still the node of its file: not forgotten, and the number not given to a newer node.
+  auto key = by_inode.find(InodeKey{node.dev, node.ino});
+  if (key == by_inode.end() || key->second != node.id) return std::nullopt;
+  auto it = by_id.find(node.id);
+  if (it == by_id.end()) return std::nullopt;
+  if (node.id != fuse::kRootNodeId) ++it->second.lookups;
+  // Used again, as by Get: the fd cache's clock hand passes it over once more (a listing's
+  // fast path, ops_dir.cc, otherwise let the nodes it lists age out first).
+  node.used_recently.store(true, std::memory_order_relaxed);
+  return EntryIds{node.id, it->second.generation};
+}
 
 class NodeTable {
  public:
