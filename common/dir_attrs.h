@@ -29,6 +29,14 @@
 // write (nodeid 0 and zeroes when it could not be). The kernel voids a file's size and times
 // after each write, so the stat that follows a written file's close (git records every file it
 // checks out in its index, rsync compares what it wrote) would otherwise be a GETATTR.
+// With open attrs negotiated (ClientHello.want_open_attrs, granted with dir attrs), every
+// successful OPEN reply ends with exactly one record: the opened file, stat'ed at the open, or
+// nodeid 0 and zeroes when it could not be stat'ed or its change time is less than
+// kOpenAttrsSettledNs before the server's clock (a change in the same clock tick as the stat
+// could then leave the change time as it was). The kernel drops a file's cached pages at every
+// open; the record's change time tells the client whether the pages kept from an earlier open
+// still hold the file's data, so it may let the kernel keep them (frontend/kept_pages.h), as
+// NFS compares a file's change attribute at open.
 // The name "dir attrs" is historical: the record is a node's post-operation attributes.
 #pragma once
 
@@ -62,5 +70,13 @@ constexpr bool IsListing(uint32_t opcode) {
 
 // Opcodes whose success reply ends with one record when write attrs are negotiated.
 constexpr bool IsWrite(uint32_t opcode) { return opcode == FUSE_WRITE; }
+
+// Opcodes whose success reply ends with one record when open attrs are negotiated.
+constexpr bool IsOpen(uint32_t opcode) { return opcode == FUSE_OPEN; }
+
+// An OPEN's record is sent only for a file whose change time is at least this much older than
+// the server's clock: coarse timestamps (a clock tick, whole seconds on some filesystems, two
+// on FAT) could give a change made right after the stat the same change time.
+inline constexpr int64_t kOpenAttrsSettledNs = 2'000'000'000;
 
 }  // namespace ringfs::wire

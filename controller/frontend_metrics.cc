@@ -205,6 +205,10 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "chown and chmod requests that set the owner, group and mode a file already had, "
          "answered by the mount without the server (mount option sync_noop_setattr sends them)",
          MetricType::Counter, snapshot.noop_setattrs},
+        {"ringfs_frontend_pages_kept_total",
+         "OPENs that let the kernel keep the file's cached pages: the server's record of the file "
+         "at the open showed it as it was when they were read (mount option no_kept_pages: none)",
+         MetricType::Counter, snapshot.pages_kept},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

@@ -27,6 +27,16 @@
 namespace ringfs::frontend {
 namespace {
 
+// An OPEN's answer on its way to the kernel: FOPEN_KEEP_CACHE when the pages the kernel kept
+// are current (KeptPages); `record`: the file at the open, null when the server sent none.
+void KeepPagesAtOpen(KeptPages& kept, uint64_t nodeid, const fuse_attr* record, char* body) {
+  fuse_open_out out;
+  std::memcpy(&out, body, sizeof(out));
+  if (!kept.AtOpen(nodeid, record, MonotonicNs())) return;
+  out.open_flags |= FOPEN_KEEP_CACHE;
+  std::memcpy(body, &out, sizeof(out));
+}
+
 constexpr size_t kStagingBytes = 256 * 1024;
 // Replies up to this size are received whole into staging before they are copied out.
 constexpr size_t kWholeReplyBytes = 64 * 1024;
@@ -96,6 +106,7 @@ wire::ClientHello MakeClientHello(const BackendConfig& config) {
                                  config.notifier != nullptr);
   hello.set_want_listing_attrs(config.dir_attrs != nullptr);
   hello.set_want_write_attrs(config.dir_attrs != nullptr && config.write_attrs);
+  hello.set_want_open_attrs(config.dir_attrs != nullptr && config.kept_pages != nullptr);
   hello.set_want_handleless_listings(config.local_dirs != nullptr);
   return hello;
 }
@@ -138,6 +149,7 @@ absl::StatusOr<ServerSession> AcceptServerHello(const BackendConfig& config,
                             config.dirs != nullptr && reply.empty_dir_hints();
   session.listing_attrs = session.dir_attrs && reply.listing_attrs();
   session.write_attrs = session.dir_attrs && config.write_attrs && reply.write_attrs();
+  session.open_attrs = session.dir_attrs && config.kept_pages != nullptr && reply.open_attrs();
   session.handleless_listings = config.local_dirs != nullptr && reply.handleless_listings();
   session.callers_as_themselves = reply.callers_as_themselves();
   return session;
@@ -280,6 +292,7 @@ void BackendChannel::Submit(const PendingReply& reply, const fuse_in_header& hea
   r.async_ticket = config_.async != nullptr ? config_.async->Ticket() : 0;
   r.dir_ticket = 0;
   r.dir_empty = false;
+  r.open_record = false;
   if (config_.dirs != nullptr) {
     if (header.opcode == FUSE_MKDIR) r.dir_ticket = config_.dirs->Ticket();
     if (header.opcode == FUSE_LOOKUP && trailers_on_.empty_dir_hints) {
@@ -809,7 +822,8 @@ void BackendChannel::Install(ServerSession session) {
   trailers_on_ = TrailerRules{.dir_attrs = session.dir_attrs,
                               .empty_dir_hints = session.empty_dir_hints,
                               .listing_attrs = session.listing_attrs,
-                              .write_attrs = session.write_attrs};
+                              .write_attrs = session.write_attrs,
+                              .open_attrs = session.open_attrs};
   handleless_listings_on_ = session.handleless_listings;
   node_handles_on_ = session.node_handles;
   if (config_.notifier != nullptr && !session.invalidations && !invalidations_on_) {
@@ -1006,6 +1020,9 @@ void BackendChannel::Fail(std::string_view why, bool clean) {
   if (config_.dirs != nullptr) config_.dirs->Reset();
   if (config_.kept != nullptr) config_.kept->Reset();
   if (config_.dir_attrs != nullptr) config_.dir_attrs->Reset();
+  // Not needed (the next open's record decides), but nothing learned from a server that may
+  // be gone for good is kept.
+  if (config_.kept_pages != nullptr) config_.kept_pages->Reset();
   if (config_.async != nullptr) config_.async->ForgetAll();
   down_since_ns_ = MonotonicNs();
   if (!send_outstanding_ && !recv_outstanding_) FinishDrain();
@@ -1405,6 +1422,12 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     }
     if (config_.direct_write_only) {
       AdjustOpenReply(r.header.opcode, op_in, op_in_size, r.reply.body, body);
+    }
+    if (config_.kept_pages != nullptr && wire::IsOpen(r.header.opcode) &&
+        body >= sizeof(fuse_open_out)) {
+      // Also without a record (none negotiated, or none sent): the drop is recorded.
+      KeepPagesAtOpen(*config_.kept_pages, r.header.nodeid, r.open_record ? &r.open_attr : nullptr,
+                      r.reply.body);
     }
     if (config_.async != nullptr && !IsDetached(slot)) {
       // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed; a
@@ -1982,6 +2005,12 @@ size_t BackendChannel::TakeTrailers() {
         // A later write without a usable record: an older one must not answer for it.
         config_.dir_attrs->Drop(r.header.nodeid);
       }
+      continue;
+    }
+    if (wire::IsOpen(r.header.opcode)) {
+      // The file as the open found it: whether the kernel may keep its pages (delivery).
+      r.open_record = trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid;
+      r.open_attr = trailer.attr.attr;
       continue;
     }
     if (wire::IsListing(r.header.opcode)) {

@@ -41,6 +41,7 @@
 #include "frontend/dir_ends.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kept_entries.h"
+#include "frontend/kept_pages.h"
 #include "frontend/kernel_notifier.h"
 #include "frontend/local_dir_handles.h"
 #include "frontend/node_ledger.h"
@@ -75,6 +76,9 @@ struct BackendConfig {
   DirAttrCache* dir_attrs = nullptr;
   // With dir_attrs: also ask for each WRITE's file after the write (write attrs).
   bool write_attrs = true;
+  // With dir_attrs: ask for each OPEN's file at the open (open attrs) and let the kernel keep
+  // a file's pages across opens while they are current (frontend/kept_pages.h); null: off.
+  KeptPages* kept_pages = nullptr;
   // Interrupts posted by the /dev/fuse readers; null: interrupts are not honoured.
   InterruptBoard* interrupts = nullptr;
   // What the kernel holds, for reclaim on a new server instance; null: not asked for (node
@@ -130,6 +134,7 @@ struct ServerSession {
   bool empty_dir_hints = false;  // ... also to LOOKUPs that found an empty directory
   bool listing_attrs = false;    // ... and one ends every READDIR/READDIRPLUS reply
   bool write_attrs = false;      // ... and every WRITE reply
+  bool open_attrs = false;       // ... and every OPEN reply
   bool handleless_listings = false;  // READDIR/FSYNCDIR with fh 0 list by node
   uint32_t max_inflight = 0;  // what the server accepted
   uint64_t instance_id = 0;   // the server process (wire_format.md §1)
@@ -279,6 +284,9 @@ class BackendChannel {
     size_t held_body = 0;
     uint64_t dir_ticket = 0;    // a MKDIR or LOOKUP: CompleteDirs' ticket
     bool dir_empty = false;     // its reply carried the trailer of a directory found empty
+    // An OPEN's reply carried the opened file's record (open attrs): `open_attr` (KeptPages).
+    bool open_record = false;
+    fuse_attr open_attr{};
     bool change = false;        // may change what a client caches, not settled (CompleteDirs)
     bool reached = false;       // handed to a socket at least once: the server may have it
     uint64_t reached_instance = 0;  // the server instance it was last handed to whole

@@ -22,6 +22,7 @@
 #include "frontend/dir_ends.h"
 #include "frontend/interrupt_board.h"
 #include "frontend/kept_entries.h"
+#include "frontend/kept_pages.h"
 #include "frontend/kernel_notifier.h"
 #include "frontend/kernel_request.h"
 #include "frontend/local_dir_handles.h"
@@ -116,6 +117,7 @@ class Forwarder {
     KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
     AsyncRemovals* async = nullptr;         // null: every UNLINK waits for the server
     DirEnds* dir_ends = nullptr;            // null: every READDIR goes to the server
+    KeptPages* kept_pages = nullptr;        // null: no READ is counted for kept pages
     // Null: every OPENDIR goes to the server. Used while the channel's server lists
     // directories by node (RequestChannel::HandlelessListings).
     LocalDirHandles* local_dirs = nullptr;

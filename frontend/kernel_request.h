@@ -61,17 +61,19 @@ struct KernelRequest {
 // What the Forwarder keeps of a request while it is in ringfs-mount: kept by the transport
 // beside the request's bytes (RingEntry, read slot), written only by the worker holding it.
 struct RequestState {
-  // Small members first, together in one word: every queue slot of every possible CPU has a
-  // RequestState (ring_memory_test's budget).
+  // Small members first, together in one word (the flags as bits): every queue slot of every
+  // possible CPU has a RequestState (ring_memory_test's budget).
   queue::RequestClass request_class = queue::RequestClass::kForeground;
   ReplyOrigin reply_origin = ReplyOrigin::kServer;  // who produced the answer to commit
   // Its answer may make the kernel build a dentry or inode (KernelNotifier::AnswerBegins).
-  bool builds_entry = false;
+  bool builds_entry : 1 = false;
   // A READDIR/READDIRPLUS went to the server: DirEnds learns from its answer.
-  bool listing = false;
+  bool listing : 1 = false;
   // A READDIR/READDIRPLUS counted by KeptListings (CompleteDirs::ListingSent) as in flight for
   // its directory, `keep_node`.
-  bool listing_counted = false;
+  bool listing_counted : 1 = false;
+  // A READ counted by KeptPages as in flight for its file, `keep_node`.
+  bool read_counted : 1 = false;
   uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
   uint64_t sent_ns = 0;      // when it went to the server
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the

@@ -111,6 +111,7 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.kept_entries = kept_entries_->entries();
     snapshot.kept_lookups = kept_entries_->kept();
   }
+  if (kept_pages_) snapshot.pages_kept = kept_pages_->kept();
   if (async_removals_) {
     snapshot.async_unlinks = async_removals_->started();
     snapshot.async_unlink_failures = async_removals_->failed();
@@ -151,6 +152,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.connect_timeout = options_.connect_timeout;
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.write_attrs = options_.write_attrs;
+  config.kept_pages = kept_pages_.get();
   config.async = async_removals_.get();
   config.detach_releases = !options_.sync_release;
   config.request_timeout =
@@ -492,14 +494,16 @@ void MountSession::WriteStats() const {
       "invalidations_not_cached=%u\n"
       "async_unlinks=%u\n"
       "async_unlink_failures=%u\nasync_setattrs=%u\nasync_setattr_failures=%u\n"
-      "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\nnoop_setattrs=%u\n",
+      "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\nnoop_setattrs=%u\n"
+      "pages_kept=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
       snapshot.held_open_files, snapshot.local_open_dirs, snapshot.invalidations_written,
       snapshot.invalidations_not_cached, snapshot.async_unlinks, snapshot.async_unlink_failures,
       snapshot.async_setattrs, snapshot.async_setattr_failures, snapshot.async_setattrs_folded,
-      snapshot.async_writes, snapshot.async_write_failures, snapshot.noop_setattrs);
+      snapshot.async_writes, snapshot.async_write_failures, snapshot.noop_setattrs,
+      snapshot.pages_kept);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

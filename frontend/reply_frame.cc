@@ -25,7 +25,8 @@ size_t NotificationRecords(const fuse_out_header& header, size_t body, bool node
 long DirAttrTrailerBytes(const PendingReply& expect, size_t body, const TrailerRules& rules) {
   constexpr size_t kRecord = sizeof(wire::DirAttrTrailer);
   if ((rules.listing_attrs && wire::IsListing(expect.opcode)) ||
-      (rules.write_attrs && wire::IsWrite(expect.opcode))) {
+      (rules.write_attrs && wire::IsWrite(expect.opcode)) ||
+      (rules.open_attrs && wire::IsOpen(expect.opcode))) {
     if (body < kRecord || body - kRecord > expect.max_body || body - kRecord < expect.min_body) {
       return -1;
     }

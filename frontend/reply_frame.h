@@ -57,6 +57,7 @@ struct TrailerRules {
   bool empty_dir_hints = false;  // ... and a negative LOOKUP may carry its directory's
   bool listing_attrs = false;    // one record ends every READDIR/READDIRPLUS success
   bool write_attrs = false;      // one record ends every WRITE success
+  bool open_attrs = false;       // one record ends every OPEN success
 };
 
 // Bytes of dir-attr trailers at the end of a success body of `body` bytes answering `expect`:
@@ -65,7 +66,8 @@ struct TrailerRules {
 // the opcode changes a directory), or, with empty-dir hints also negotiated, a LOOKUP's entry
 // followed by one trailer. With listing attrs negotiated, a READDIR/READDIRPLUS success body is
 // a listing of at most max_body bytes followed by exactly one trailer, which is not optional;
-// with write attrs, a WRITE's success body is its fuse_write_out followed by exactly one.
+// with write attrs, a WRITE's success body is its fuse_write_out followed by exactly one, and
+// with open attrs an OPEN's is its fuse_open_out followed by exactly one.
 long DirAttrTrailerBytes(const PendingReply& expect, size_t body, const TrailerRules& rules);
 
 // Whether a reply to `expect` (unique != 0) may be delivered: an errno 1..511 without a body,

@@ -108,6 +108,7 @@ struct StatsSnapshot {
   uint64_t async_writes = 0;             // AsyncRemovals: WRITEs answered early
   uint64_t async_write_failures = 0;     // ... that failed at the server, or ended unanswered
   uint64_t noop_setattrs = 0;  // AsyncRemovals::Unchanged: SETATTRs changing nothing, not sent
+  uint64_t pages_kept = 0;     // KeptPages: OPENs that let the kernel keep the file's pages
   // Directories known complete (frontend/complete_dirs.h), and changes sent and not yet answered
   // by the server (while any is, no reply's word is trusted: CompleteDirs::BeginChange).
   uint64_t complete_dirs = 0;

@@ -101,6 +101,25 @@ void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody
   if (body.size() == before) body.Put(wire::DirAttrTrailer{});
 }
 
+void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, int64_t now_realtime_ns,
+                      ReplyBody& body) {
+  const size_t before = body.size();
+  AppendOne(ctx, nodeid, body);
+  if (body.size() == before) {
+    body.Put(wire::DirAttrTrailer{});
+    return;
+  }
+  wire::DirAttrTrailer record;
+  std::memcpy(&record, body.data() + before, sizeof(record));
+  const int64_t ctime_ns =
+      static_cast<int64_t>(record.attr.attr.ctime) * 1'000'000'000 + record.attr.attr.ctimensec;
+  if (now_realtime_ns - ctime_ns < wire::kOpenAttrsSettledNs) {
+    // Changed too recently for its change time to tell a later change apart: no baseline.
+    record = wire::DirAttrTrailer{};
+    std::memcpy(body.data() + before, &record, sizeof(record));
+  }
+}
+
 void AppendDirAttrs(const OpContext& ctx, const Request& request, ReplyBody& body) {
   if (request.opcode == FUSE_LOOKUP) {
     // No entry found: its directory, when empty. The client holds that directory (it sent its

@@ -27,6 +27,13 @@ void AppendOneRecord(const OpContext& ctx, uint64_t nodeid, ReplyBody& body);
 // ring, after the request's context is gone.
 void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody& body);
 
+// The one record an OPEN reply ends with (open attrs, common/dir_attrs.h): node `nodeid` as the
+// open found it, or a zero record when it cannot be stat'ed or changed less than
+// kOpenAttrsSettledNs before `now_realtime_ns` (the server's CLOCK_REALTIME).
+// REQUIRES: body has OneRecordCapacity() bytes spare.
+void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, int64_t now_realtime_ns,
+                      ReplyBody& body);
+
 // Stats the directories `request` changed and appends one trailer for each that can still be
 // stat'ed; for MKDIR also one for the new directory when it is still empty (wire_format.md,
 // "Post-operation directory attributes"). The trailer is an optimisation: a directory that cannot be stat'ed is left out and

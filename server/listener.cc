@@ -277,6 +277,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
                             reply.invalidations());
   reply.set_listing_attrs(hello.want_listing_attrs() && reply.dir_attrs());
   reply.set_write_attrs(hello.want_write_attrs() && reply.dir_attrs());
+  reply.set_open_attrs(hello.want_open_attrs() && reply.dir_attrs());
   // Every client's handle table keeps bit 63 clear and fh 0 lists by node: nothing to set up.
   reply.set_handleless_listings(hello.want_handleless_listings());
   absl::Status sent = channel->Send(reply);
@@ -322,6 +323,7 @@ void Listener::RunHandshake(Handshake* handshake, UniqueFd fd, std::string peer,
   setup.empty_dir_hints = reply.empty_dir_hints();
   setup.listing_attrs = reply.listing_attrs();
   setup.write_attrs = reply.write_attrs();
+  setup.open_attrs = reply.open_attrs();
   if (setup.invalidations) setup.times.negative_entry_ns = setup.times.entry_ns;
   setup.client_name = auth.client_name;
   setup.export_options = auth.options;

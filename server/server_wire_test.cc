@@ -1204,6 +1204,79 @@ TEST_F(WireTest, AWriteEndsWithItsFilesAttributesWhenAsked) {
   }
 }
 
+// Open attrs (common/dir_attrs.h): every OPEN answer ends with exactly one record -- the file
+// as the open found it, or a zero record while its change time is less than
+// kOpenAttrsSettledNs old (a change in the same clock tick could keep it); errors carry none;
+// not granted without dir attrs, never sent unasked.
+TEST_F(WireTest, AnOpenEndsWithItsFilesAttributesOnceTheyHaveSettled) {
+  std::ofstream(export_.Join("o")) << "open me";
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  hello.set_want_open_attrs(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  EXPECT_TRUE(accepted.open_attrs());
+  TestClient& client = **connected;
+  Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("o")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  fuse_open_in open{};
+  open.flags = O_RDONLY;
+  auto open_once = [&] {
+    Reply reply = Call(client, Frame(FUSE_OPEN, ++unique_, node, Bytes(open)));
+    EXPECT_EQ(reply.header.error, 0);
+    EXPECT_EQ(reply.body.size(), sizeof(fuse_open_out) + sizeof(wire::DirAttrTrailer));
+    fuse_release_in release{};
+    release.fh = reply.As<fuse_open_out>().fh;
+    Call(client, Frame(FUSE_RELEASE, ++unique_, node, Bytes(release)));
+    return reply;
+  };
+  r = open_once();
+  auto trailers = Trailers(r, sizeof(fuse_open_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  EXPECT_EQ(trailers[0].nodeid, 0u) << "changed just now: no record";
+
+  std::this_thread::sleep_for(std::chrono::nanoseconds(wire::kOpenAttrsSettledNs) +
+                              std::chrono::milliseconds(100));
+  r = open_once();
+  trailers = Trailers(r, sizeof(fuse_open_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  EXPECT_EQ(trailers[0].nodeid, node);
+  struct stat st {};
+  ASSERT_EQ(stat(export_.Join("o").c_str(), &st), 0);
+  EXPECT_EQ(trailers[0].attr.attr.ino, st.st_ino);
+  EXPECT_EQ(trailers[0].attr.attr.size, 7u);
+  EXPECT_EQ(trailers[0].attr.attr.ctime, static_cast<uint64_t>(st.st_ctim.tv_sec));
+  EXPECT_EQ(trailers[0].attr.attr.ctimensec, static_cast<uint32_t>(st.st_ctim.tv_nsec));
+  EXPECT_EQ(trailers[0].attr.attr.mtimensec, static_cast<uint32_t>(st.st_mtim.tv_nsec));
+
+  // A change makes the next open's record go again, until it has settled.
+  ASSERT_EQ(chmod(export_.Join("o").c_str(), 0640), 0);
+  r = open_once();
+  trailers = Trailers(r, sizeof(fuse_open_out));
+  ASSERT_EQ(trailers.size(), 1u);
+  EXPECT_EQ(trailers[0].nodeid, 0u) << "the chmod moved the change time";
+
+  r = Call(client, Frame(FUSE_OPEN, ++unique_, node + 1000, Bytes(open)));
+  EXPECT_LT(r.header.error, 0);
+  EXPECT_TRUE(r.body.empty()) << "an error carries no record";
+
+  for (bool dir_attrs : {false, true}) {
+    wire::ClientHello other = DefaultHello();
+    other.set_want_dir_attrs(dir_attrs);
+    other.set_want_open_attrs(!dir_attrs);
+    auto plain = TestClient::Connect(address_, other, &accepted);
+    ASSERT_TRUE(plain.ok());
+    EXPECT_FALSE(accepted.open_attrs());
+    r = Call(**plain, Frame(FUSE_LOOKUP, ++unique_, 1, CName("o")));
+    ASSERT_EQ(r.header.error, 0);
+    r = Call(**plain, Frame(FUSE_OPEN, ++unique_, r.As<fuse_entry_out>().nodeid, Bytes(open)));
+    ASSERT_EQ(r.header.error, 0);
+    EXPECT_EQ(r.body.size(), sizeof(fuse_open_out));
+  }
+}
+
 // Handle-less listings (wire_format.md): READDIR/READDIRPLUS with fh 0 list the request's node
 // from the export's own cookies, under the caller's credentials, and FSYNCDIR with fh 0 syncs
 // it; the server never hands out an fh with bit 63 set (the client's own handles).

@@ -22,6 +22,13 @@
 namespace ringfs::server {
 namespace {
 
+// The clock file change times are taken from (open attrs compare against it).
+int64_t RealtimeNs() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
 enum class TagKind : uint8_t {
   kMailbox,
   kRecv,
@@ -787,9 +794,10 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   SetInflight(c, c->inflight + 1);
   const bool dir_attrs =
       c->setup.dir_attrs && wire::CarriesDirAttrs(request->opcode, c->setup.empty_dir_hints);
-  // Listings and writes end with one record of their node when negotiated.
+  // Listings, writes and opens end with one record of their node when negotiated.
+  const bool open_record = c->setup.open_attrs && wire::IsOpen(request->opcode);
   const bool one_record = (c->setup.listing_attrs && wire::IsListing(request->opcode)) ||
-                          (c->setup.write_attrs && wire::IsWrite(request->opcode));
+                          (c->setup.write_attrs && wire::IsWrite(request->opcode)) || open_record;
   const size_t capacity = request->reply_capacity + (dir_attrs ? DirAttrsCapacity() : 0);
   Buffer* reply = pool_.Get(kOutHeader + capacity + (one_record ? OneRecordCapacity() : 0));
   // The listing fills at most `capacity` (read_in.size): its record comes on top.
@@ -799,7 +807,11 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   // A write on the ring gets its record when it completes (OnIo).
   if (one_record && outcome.status.ok() && !outcome.io.has_value()) {
     body.Grow(OneRecordCapacity());
-    AppendOneRecord(ctx, request->nodeid, body);
+    if (open_record) {
+      AppendOpenRecord(ctx, request->nodeid, RealtimeNs(), body);
+    } else {
+      AppendOneRecord(ctx, request->nodeid, body);
+    }
   }
   // A failed request hands out no id: its new nodes are not announced.
   if (ctx.node_handles != nullptr && !node_notes_.records.empty() && outcome.status.ok()) {

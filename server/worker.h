@@ -68,6 +68,8 @@ struct ConnectionSetup {
   bool listing_attrs = false;
   // WRITE replies end with the written file's record (common/dir_attrs.h).
   bool write_attrs = false;
+  // OPEN replies end with the opened file's record (common/dir_attrs.h).
+  bool open_attrs = false;
   // The client's name (authenticated when the server requires a secret; server/authenticator.h).
   std::string client_name;
   // What this session's client may do (squash, ro): the client's entry in the clients file, or

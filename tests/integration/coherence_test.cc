@@ -916,6 +916,83 @@ TEST_P(CoherenceTest, AStoppedOrKilledListenerNeverHoldsUpTheWriter) {
   b_.reset();
 }
 
+// Pages kept across opens (frontend/kept_pages.h): a file read again through B or through the
+// control mount (which hears no pushes) is not read from the server again, yet every change --
+// through A right before the open, through A long enough before it that only the change time
+// tells, on the export directly, and on the export while the server was killed -- is read by
+// the next open. Same-size contents, so the control mount's cached size stays right.
+TEST_P(CoherenceTest, PagesKeptAcrossOpensNeverHideAChange) {
+  // Longer than the server's kOpenAttrsSettledNs: a change this old gets its record at an open.
+  constexpr auto kSettled = std::chrono::milliseconds(2200);
+  // A content as a failure prints it (every content here is one byte repeated).
+  auto brief = [](const std::string& data) {
+    const bool uniform = !data.empty() && data.find_first_not_of(data[0]) == std::string::npos;
+    return (uniform ? std::string(1, data[0]) : "mixed " + data.substr(0, 8) + "...") + " x " +
+           std::to_string(data.size());
+  };
+  auto pages_kept = [](RingfsEnv* view) {
+    Stats stats = view->ReadStats();
+    return stats.count("pages_kept") ? std::stoull(stats["pages_kept"]) : 0ull;
+  };
+  // Reads the file twice through `view`; the second open must keep the pages the first read.
+  auto read_twice_kept = [&](RingfsEnv* view, const std::string& want) {
+    const uint64_t before = pages_kept(view);
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(want));
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(want));
+    const auto deadline = Clock::now() + std::chrono::seconds(5);  // the stats file lags 200 ms
+    while (pages_kept(view) <= before && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_GT(pages_kept(view), before) << "the second open did not keep the pages";
+  };
+  const std::string one(3000, '1'), two(3000, '2'), three(3000, '3'), four(3000, '4'),
+      five(3000, '5');
+  ASSERT_EQ(mkdir(A("p").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(A("p/f"), one));
+  std::this_thread::sleep_for(kSettled);
+  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, one);
+
+  // Through A, opened at once after A's close: too fresh for a record, the pages go.
+  ASSERT_TRUE(WriteFile(A("p/f"), two));
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(two)) << view->mount_dir();
+  }
+
+  // Through A after the pages were kept, opened once the change settled: the record's change
+  // time differs from the one the pages were read at.
+  std::this_thread::sleep_for(kSettled);
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(two));  // the record sets the baseline
+    read_twice_kept(view, two);
+  }
+  ASSERT_TRUE(WriteFile(A("p/f"), three));
+  std::this_thread::sleep_for(kSettled);
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(three)) << view->mount_dir();
+  }
+
+  // On the export directly.
+  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, three);
+  ASSERT_TRUE(WriteFile(env_->Exp("p/f"), four));
+  std::this_thread::sleep_for(kSettled);
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(four)) << view->mount_dir();
+  }
+
+  // On the export while the server is killed; read after its restart.
+  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, four);
+  ASSERT_TRUE(env_->KillServer());
+  ASSERT_TRUE(WriteFile(env_->Exp("p/f"), five));
+  std::this_thread::sleep_for(kSettled);
+  ServerOptions server;
+  server.extra_args = {"--export-watch"};
+  ASSERT_TRUE(env_->RestartServer(server));
+  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(five)) << view->mount_dir() << "\n"
+                                                           << view->DescribeLogs();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Pairs, CoherenceTest,
     ::testing::Values(std::make_pair(std::string("uring"), std::string("uring")),

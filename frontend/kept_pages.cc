@@ -1,0 +1,70 @@
+#include "frontend/kept_pages.h"
+
+namespace ringfs::frontend {
+namespace {
+
+int64_t Ns(uint64_t sec, uint32_t nsec) { return static_cast<int64_t>(sec) * 1'000'000'000 + nsec; }
+
+}  // namespace
+
+KeptPages::Node* KeptPages::FindOrAddLocked(uint64_t nodeid, uint64_t now_ns) {
+  if (auto it = nodes_.find(nodeid); it != nodes_.end()) return &it->second;
+  if (nodes_.size() >= max_nodes_) {
+    // A forgotten file's next open drops its pages; one whose READ may still land must stay,
+    // or a drop would not know it.
+    absl::erase_if(nodes_, [now_ns](const auto& kv) {
+      return kv.second.in_flight == 0 && now_ns - kv.second.ended_ns >= kLandingNs;
+    });
+    if (nodes_.size() >= max_nodes_) return nullptr;
+  }
+  return &nodes_[nodeid];
+}
+
+bool KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  Node* n = FindOrAddLocked(nodeid, now_ns);
+  if (n == nullptr) return false;  // nothing recorded: the drop needs no baseline either
+  if (record != nullptr && n->baseline && !n->poisoned &&
+      n->ctime_ns == Ns(record->ctime, record->ctimensec) &&
+      n->mtime_ns == Ns(record->mtime, record->mtimensec) && n->size == record->size) {
+    kept_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // The kernel drops the file's pages at this open; what READs fill them with from now on was
+  // read as the record shows the file, unless one sent before lands after the drop.
+  n->poisoned = n->in_flight != 0 || (n->ended_ns != 0 && now_ns - n->ended_ns < kLandingNs);
+  n->baseline = record != nullptr;
+  if (record != nullptr) {
+    n->ctime_ns = Ns(record->ctime, record->ctimensec);
+    n->mtime_ns = Ns(record->mtime, record->mtimensec);
+    n->size = record->size;
+  }
+  return false;
+}
+
+void KeptPages::ReadSent(uint64_t nodeid) {
+  absl::MutexLock lock(&mu_);
+  // Added even past the bound: a READ in flight must be known to the next drop.
+  ++nodes_[nodeid].in_flight;
+}
+
+void KeptPages::ReadEnded(uint64_t nodeid, uint64_t now_ns) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(nodeid);
+  if (it == nodes_.end()) return;
+  if (it->second.in_flight != 0) --it->second.in_flight;
+  it->second.ended_ns = now_ns;
+}
+
+void KeptPages::Reset() {
+  absl::MutexLock lock(&mu_);
+  // READs in flight keep their count: a drop after this one must still know of them.
+  for (auto& [id, n] : nodes_) n.baseline = false;
+}
+
+size_t KeptPages::nodes() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+}  // namespace ringfs::frontend
