@@ -207,7 +207,7 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          MetricType::Counter, snapshot.noop_setattrs},
         {"ringfs_frontend_pages_kept_total",
          "OPENs that let the kernel keep the file's cached pages: the server's record of the file "
-         "at the open showed it as it was when they were read (mount option no_kept_pages: none)",
+         "at the open showed it as it was when they were read (mount option kept_pages)",
          MetricType::Counter, snapshot.pages_kept},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "

@@ -5,6 +5,13 @@ namespace {
 
 int64_t Ns(uint64_t sec, uint32_t nsec) { return static_cast<int64_t>(sec) * 1'000'000'000 + nsec; }
 
+// A READ that ended at `ended_ns` (0: none yet) may still be landing at `now_ns`: its answer
+// fills the kernel's pages as its request ends, and a second is a wide margin. `now_ns` may be
+// older than `ended_ns` (read before another thread recorded the end).
+bool Landing(uint64_t ended_ns, uint64_t now_ns) {
+  return ended_ns != 0 && now_ns < ended_ns + 1'000'000'000;
+}
+
 }  // namespace
 
 KeptPages::Node* KeptPages::FindOrAddLocked(uint64_t nodeid, uint64_t now_ns) {
@@ -13,7 +20,7 @@ KeptPages::Node* KeptPages::FindOrAddLocked(uint64_t nodeid, uint64_t now_ns) {
     // A forgotten file's next open drops its pages; one whose READ may still land must stay,
     // or a drop would not know it.
     absl::erase_if(nodes_, [now_ns](const auto& kv) {
-      return kv.second.in_flight == 0 && now_ns - kv.second.ended_ns >= kLandingNs;
+      return kv.second.in_flight == 0 && !Landing(kv.second.ended_ns, now_ns);
     });
     if (nodes_.size() >= max_nodes_) return nullptr;
   }
@@ -32,7 +39,7 @@ bool KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns
   }
   // The kernel drops the file's pages at this open; what READs fill them with from now on was
   // read as the record shows the file, unless one sent before lands after the drop.
-  n->poisoned = n->in_flight != 0 || (n->ended_ns != 0 && now_ns - n->ended_ns < kLandingNs);
+  n->poisoned = n->in_flight != 0 || Landing(n->ended_ns, now_ns);
   n->baseline = record != nullptr;
   if (record != nullptr) {
     n->ctime_ns = Ns(record->ctime, record->ctimensec);

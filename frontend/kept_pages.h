@@ -22,6 +22,13 @@
 // writeback_cache) are newer than the baseline: the change time the writes gave the file makes
 // the next open drop them, which costs a re-read, never a stale page.
 //
+// Not covered yet, hence the mount option `kept_pages` and off by default (README): two opens at
+// once, where the second is answered "keep" against the baseline the first set before the
+// first opener's task has made the kernel drop the old pages; changes on the storage node that
+// leave the change time as it was (stores through a shared mapping, one write() copying for
+// more than kOpenAttrsSettledNs after it set the times); a page whose write-back the server
+// refused, which the kernel keeps with the bytes the server never stored.
+//
 // Bounded: past `max_nodes` files the ones with no READ in flight or landing are forgotten, and
 // their next open drops the pages. Thread-safe (one mutex, a hash-map step per OPEN and READ).
 #pragma once
@@ -59,9 +66,6 @@ class KeptPages {
   size_t nodes() const;
 
  private:
-  // A READ answer fills the kernel's pages while its request ends; a second is a wide margin.
-  static constexpr uint64_t kLandingNs = 1'000'000'000;
-
   struct Node {
     bool baseline = false;  // the pages were read as the file was at the last drop ...
     int64_t ctime_ns = 0;   // ... with these times and size

@@ -117,7 +117,7 @@ class MountSession {
                                             options_.async_write, noop_setattrs())
           : nullptr;
   std::unique_ptr<KeptEntries> kept_entries_;    // null with no_kept_entries or no complete_dirs_
-  // Null with no_kept_pages or no_dir_attrs (the open's record comes with dir attrs).
+  // Null without kept_pages, or with no_dir_attrs (the open's record comes with dir attrs).
   std::unique_ptr<KeptPages> kept_pages_ =
       options_.kept_pages && options_.dir_attrs ? std::make_unique<KeptPages>() : nullptr;
   // Writes the server's invalidations into the kernel; before the workers, whose channels post

@@ -117,8 +117,8 @@ absl::Status ApplyOption(const std::string& option, MountOptions* out) {
     out->write_attrs = false;
   } else if (key == "no_kept_listings") {
     out->kept_listings = false;
-  } else if (key == "no_kept_pages") {
-    out->kept_pages = false;
+  } else if (key == "kept_pages") {
+    out->kept_pages = true;
   } else if (key == "reset_names") {
     out->reset_names = true;
   } else if (key == "async_unlink") {
@@ -270,8 +270,8 @@ std::string Usage() {
          "         write's answer brings the file's attributes, which answer it here)\n"
          "         no_kept_listings (every opendir lists at the server; default: the kernel\n"
          "         keeps a directory's listing while no change of it was heard of)\n"
-         "         no_kept_pages (every open drops the file's cached pages; default: kept\n"
-         "         while the server's record at the open shows the file unchanged)\n"
+         "         kept_pages (keep a file's cached pages across opens while the server's\n"
+         "         record at the open shows the file unchanged; off by default, see README)\n"
          "         reset_names (after a lost connection also drop cached names; detaches\n"
          "         anything mounted inside this mount, in every mount namespace)\n"
          "         async_unlink (answer unlink before the server ran it, 2x faster; a failure\n"

@@ -91,10 +91,10 @@ struct MountOptions {
   // (frontend/kept_listings.h); no_kept_listings: every opendir lists at the server again. Only
   // with complete_dirs and handle-less listings.
   bool kept_listings = true;
-  // Let the kernel keep a file's pages across opens while the server's record of the file at
-  // the open shows it unchanged (frontend/kept_pages.h); no_kept_pages: every open drops them.
-  // Only with dir attrs.
-  bool kept_pages = true;
+  // kept_pages: let the kernel keep a file's pages across opens while the server's record of
+  // the file at the open shows it unchanged (frontend/kept_pages.h). Off by default: two opens
+  // of a changed file at once can keep stale pages (README). Only with dir attrs.
+  bool kept_pages = false;
   // reset_names: when invalidations may have been lost, also mark every cached name stale
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then
   // detaches anything mounted on a directory of this mount, in every mount namespace.

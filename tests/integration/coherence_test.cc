@@ -922,6 +922,13 @@ TEST_P(CoherenceTest, AStoppedOrKilledListenerNeverHoldsUpTheWriter) {
 // tells, on the export directly, and on the export while the server was killed -- is read by
 // the next open. Same-size contents, so the control mount's cached size stays right.
 TEST_P(CoherenceTest, PagesKeptAcrossOpensNeverHideAChange) {
+  // The option is off by default: B and the control mount again, with it.
+  std::unique_ptr<RingfsEnv> kept_b = MountAnother(GetParam().second, {"kept_pages"});
+  ASSERT_NE(kept_b, nullptr);
+  std::unique_ptr<RingfsEnv> kept_control = MountAnother(
+      "uring", {"kept_pages", "no_invalidations", "entry_timeout=60", "attr_timeout=60"});
+  ASSERT_NE(kept_control, nullptr);
+  const std::vector<RingfsEnv*> views = {kept_b.get(), kept_control.get()};
   // Longer than the server's kOpenAttrsSettledNs: a change this old gets its record at an open.
   constexpr auto kSettled = std::chrono::milliseconds(2200);
   // A content as a failure prints it (every content here is one byte repeated).
@@ -950,46 +957,50 @@ TEST_P(CoherenceTest, PagesKeptAcrossOpensNeverHideAChange) {
   ASSERT_EQ(mkdir(A("p").c_str(), 0755), 0);
   ASSERT_TRUE(WriteFile(A("p/f"), one));
   std::this_thread::sleep_for(kSettled);
-  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, one);
+  for (RingfsEnv* view : views) read_twice_kept(view, one);
 
   // Through A, opened at once after A's close: too fresh for a record, the pages go.
   ASSERT_TRUE(WriteFile(A("p/f"), two));
-  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+  for (RingfsEnv* view : views) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(two)) << view->mount_dir();
   }
 
   // Through A after the pages were kept, opened once the change settled: the record's change
   // time differs from the one the pages were read at.
   std::this_thread::sleep_for(kSettled);
-  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+  for (RingfsEnv* view : views) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(two));  // the record sets the baseline
     read_twice_kept(view, two);
   }
   ASSERT_TRUE(WriteFile(A("p/f"), three));
   std::this_thread::sleep_for(kSettled);
-  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+  for (RingfsEnv* view : views) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(three)) << view->mount_dir();
   }
 
   // On the export directly.
-  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, three);
+  for (RingfsEnv* view : views) read_twice_kept(view, three);
   ASSERT_TRUE(WriteFile(env_->Exp("p/f"), four));
   std::this_thread::sleep_for(kSettled);
-  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+  for (RingfsEnv* view : views) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(four)) << view->mount_dir();
   }
 
   // On the export while the server is killed; read after its restart.
-  for (RingfsEnv* view : {b_.get(), control_.get()}) read_twice_kept(view, four);
+  for (RingfsEnv* view : views) read_twice_kept(view, four);
   ASSERT_TRUE(env_->KillServer());
   ASSERT_TRUE(WriteFile(env_->Exp("p/f"), five));
   std::this_thread::sleep_for(kSettled);
   ServerOptions server;
   server.extra_args = {"--export-watch"};
   ASSERT_TRUE(env_->RestartServer(server));
-  for (RingfsEnv* view : {b_.get(), control_.get()}) {
+  for (RingfsEnv* view : views) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(five)) << view->mount_dir() << "\n"
                                                            << view->DescribeLogs();
+  }
+  for (auto* env : {&kept_b, &kept_control}) {
+    (*env)->Teardown();
+    EXPECT_EQ((*env)->teardown_notes(), "") << (*env)->final_logs();
   }
 }
 
