@@ -124,5 +124,24 @@ TEST(ReplyFrameTest, AWriteEndsWithItsFilesRecordOnlyWhereNegotiated) {
   EXPECT_FALSE(ValidReply(tight, Header(out + trailer), out + trailer, on));
 }
 
+// With open attrs, an OPEN's success is its fuse_open_out and exactly one record; without them
+// (or on a CREATE) it is the plain answer.
+TEST(ReplyFrameTest, AnOpenEndsWithItsFilesRecordOnlyWhereNegotiated) {
+  char buffer[512];
+  const size_t trailer = sizeof(wire::DirAttrTrailer);
+  const size_t out = sizeof(fuse_open_out);
+  PendingReply open{0, FUSE_OPEN, buffer, sizeof(buffer), out, out};
+  const TrailerRules on{.dir_attrs = true, .open_attrs = true};
+  EXPECT_EQ(DirAttrTrailerBytes(open, out + trailer, on), static_cast<long>(trailer));
+  EXPECT_EQ(DirAttrTrailerBytes(open, out, on), -1) << "the record is not optional";
+  EXPECT_EQ(DirAttrTrailerBytes(open, out + 2 * trailer, on), -1) << "one record only";
+  EXPECT_TRUE(ValidReply(open, Header(0, -EACCES), 0, on)) << "errors carry none";
+  EXPECT_EQ(DirAttrTrailerBytes(open, out, {.dir_attrs = true}), 0);
+  EXPECT_EQ(DirAttrTrailerBytes(open, out + trailer, {.dir_attrs = true}), -1);
+  const size_t entry_open = sizeof(fuse_entry_out) + out;
+  PendingReply create{0, FUSE_CREATE, buffer, sizeof(buffer), entry_open, entry_open};
+  EXPECT_EQ(DirAttrTrailerBytes(create, entry_open, on), 0) << "a CREATE carries no open record";
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -49,10 +49,12 @@ void Run(const uint8_t* data, size_t size) {
   const bool empty_dir_hints_on = (flags & 8) != 0;
   const bool listing_attrs_on = (flags & 16) != 0;
   const bool write_attrs_on = (flags & 32) != 0;
+  const bool open_attrs_on = (flags & 64) != 0;
   const TrailerRules rules{.dir_attrs = dir_attrs_on,
                            .empty_dir_hints = empty_dir_hints_on,
                            .listing_attrs = listing_attrs_on,
-                           .write_attrs = write_attrs_on};
+                           .write_attrs = write_attrs_on,
+                           .open_attrs = open_attrs_on};
   std::optional<fuse::OpInfo> op = fuse::LookupOp(opcode);
   if (!op || !op->forwarded || op->reply == fuse::ReplyShape::kNone) return;
   fuzz::ExactCopy op_in(nullptr, 0);
@@ -136,7 +138,7 @@ void Run(const uint8_t* data, size_t size) {
     const size_t plain = *body - static_cast<size_t>(extra);
     FUZZ_CHECK(plain >= expect.min_body && plain <= expect.max_body);
     if ((listing_attrs_on && wire::IsListing(opcode)) ||
-        (write_attrs_on && wire::IsWrite(opcode))) {
+        (write_attrs_on && wire::IsWrite(opcode)) || (open_attrs_on && wire::IsOpen(opcode))) {
       // Never optional: a listing without its record would pass bytes of names as one.
       FUZZ_CHECK(extra == sizeof(wire::DirAttrTrailer));
     } else if (extra > 0) {
