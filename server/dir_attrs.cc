@@ -15,6 +15,7 @@
 
 #include "server/attr.h"
 #include "server/export_fs.h"
+#include "server/open_for_writing.h"
 #include "server/ops_util.h"
 
 namespace ringfs::server {
@@ -101,10 +102,18 @@ void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody
   if (body.size() == before) body.Put(wire::DirAttrTrailer{});
 }
 
-void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, int64_t now_realtime_ns,
-                      ReplyBody& body) {
+void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, uint32_t open_flags,
+                      int64_t now_realtime_ns, ReplyBody& body) {
+  fuse_open_out out;
+  std::memcpy(&out, body.data(), sizeof(out));
+  absl::StatusOr<HandleRef> handle = ctx.client->handles.Get(out.fh);
+  // The lease test needs a read-only descriptor; a writer's open gets no baseline anyway.
+  if (!handle.ok() || (open_flags & O_ACCMODE) != O_RDONLY || OpenForWriting((*handle)->fd.get())) {
+    body.Put(wire::DirAttrTrailer{});
+    return;
+  }
   const size_t before = body.size();
-  AppendOne(ctx, nodeid, body);
+  PutTrailer(ctx, nodeid, (*handle)->fd.get(), body);
   if (body.size() == before) {
     body.Put(wire::DirAttrTrailer{});
     return;

@@ -27,12 +27,14 @@ void AppendOneRecord(const OpContext& ctx, uint64_t nodeid, ReplyBody& body);
 // ring, after the request's context is gone.
 void AppendOneRecord(const CacheTimes& times, uint64_t nodeid, int fd, ReplyBody& body);
 
-// The one record an OPEN reply ends with (open attrs, common/dir_attrs.h): node `nodeid` as the
-// open found it, or a zero record when it cannot be stat'ed or changed less than
-// kOpenAttrsSettledNs before `now_realtime_ns` (the server's CLOCK_REALTIME).
+// The one record an OPEN reply ends with (open attrs, common/dir_attrs.h): the opened file as
+// the open found it (`body` holds the OPEN's fuse_open_out), or a zero record when it cannot be
+// stat'ed, changed less than kOpenAttrsSettledNs before `now_realtime_ns` (the server's
+// CLOCK_REALTIME), was not opened read-only (`open_flags`), or is open for writing anywhere
+// (open_for_writing.h): then its change time does not tell whether its data is as it was.
 // REQUIRES: body has OneRecordCapacity() bytes spare.
-void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, int64_t now_realtime_ns,
-                      ReplyBody& body);
+void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, uint32_t open_flags,
+                      int64_t now_realtime_ns, ReplyBody& body);
 
 // Stats the directories `request` changed and appends one trailer for each that can still be
 // stat'ed; for MKDIR also one for the new directory when it is still empty (wire_format.md,

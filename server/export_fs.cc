@@ -69,8 +69,12 @@ int ChmodFd(int fd, mode_t mode) {
 
 absl::StatusOr<UniqueFd> Reopen(int path_fd, int flags) {
   // O_DIRECT is the client's business (it bypasses the client's page cache); the server serves
-  // from its own cache, and its I/O buffers are not aligned for O_DIRECT anyway.
-  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_PATH | O_DIRECT);
+  // from its own cache, and its I/O buffers are not aligned for O_DIRECT anyway. O_NONBLOCK
+  // means nothing for the regular files and directories reopened here, except to io_uring,
+  // which then hands a read of uncached pages back with EAGAIN instead of waiting for it, and to
+  // leases: an open for writing during another open's lease test (open_for_writing.h) would
+  // fail with EWOULDBLOCK instead of waiting microseconds.
+  flags &= ~(O_CREAT | O_EXCL | O_NOCTTY | O_NOFOLLOW | O_PATH | O_DIRECT | O_NONBLOCK);
   std::string path = ProcFdPath(path_fd);
   int fd = open(path.c_str(), flags | O_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "reopen");

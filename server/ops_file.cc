@@ -33,7 +33,7 @@ absl::StatusOr<HandleRef> FileHandle(const OpContext& ctx, uint64_t fh) {
 // `created` tells whether this call made the file (only then is it given to the caller).
 absl::StatusOr<UniqueFd> OpenOrCreate(int parent_fd, std::string_view name, int flags,
                                       mode_t mode, bool exclusive, bool* created) {
-  flags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT);  // O_DIRECT: see Reopen()
+  flags &= ~(O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_NONBLOCK);  // see Reopen()
   for (int attempt = 0; attempt < 8; ++attempt) {
     auto fd = OpenBeneath(parent_fd, name, flags | O_CREAT | O_EXCL, mode & 07777);
     if (fd.ok()) {

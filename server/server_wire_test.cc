@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1275,6 +1277,87 @@ TEST_F(WireTest, AnOpenEndsWithItsFilesAttributesOnceTheyHaveSettled) {
     ASSERT_EQ(r.header.error, 0);
     EXPECT_EQ(r.body.size(), sizeof(fuse_open_out));
   }
+}
+
+// Open attrs: no record while anything has the file open for writing -- a descriptor on the
+// storage node, a shared writable mapping whose descriptor is closed, another handle of this
+// server's -- nor for an open that is not read-only: its change time could stay as it is while
+// the data changes (stores through a mapping). The record comes back once the writer is gone,
+// also for a caller who does not own the file (the lease test runs as the server).
+TEST_F(WireTest, AnOpenGetsNoRecordWhileTheFileIsOpenForWriting) {
+  std::ofstream(export_.Join("w")) << std::string(4096, 'a');
+  ASSERT_EQ(chmod(export_.Join("w").c_str(), 0644), 0);
+  wire::ClientHello hello = DefaultHello();
+  hello.set_want_dir_attrs(true);
+  hello.set_want_open_attrs(true);
+  wire::ServerHello accepted;
+  auto connected = TestClient::Connect(address_, hello, &accepted);
+  ASSERT_TRUE(connected.ok());
+  ASSERT_TRUE(accepted.open_attrs());
+  TestClient& client = **connected;
+  Reply r = Call(client, Frame(FUSE_LOOKUP, ++unique_, 1, CName("w")));
+  ASSERT_EQ(r.header.error, 0);
+  const uint64_t node = r.As<fuse_entry_out>().nodeid;
+  // The record's node id (0: none); the handle is released unless `keep` is given.
+  auto open_once = [&](uint32_t flags, uint32_t uid = 0, uint64_t* keep = nullptr) {
+    fuse_open_in open{};
+    open.flags = flags;
+    Reply reply = Call(client, Frame(FUSE_OPEN, ++unique_, node, Bytes(open), uid, uid));
+    EXPECT_EQ(reply.header.error, 0);
+    auto trailers = Trailers(reply, sizeof(fuse_open_out));
+    EXPECT_EQ(trailers.size(), 1u);
+    if (keep != nullptr) {
+      *keep = reply.As<fuse_open_out>().fh;
+    } else {
+      fuse_release_in release{};
+      release.fh = reply.As<fuse_open_out>().fh;
+      Call(client, Frame(FUSE_RELEASE, ++unique_, node, Bytes(release)));
+    }
+    return trailers.empty() ? uint64_t{1} << 63 : trailers[0].nodeid;
+  };
+  std::this_thread::sleep_for(std::chrono::nanoseconds(wire::kOpenAttrsSettledNs) +
+                              std::chrono::milliseconds(100));
+  EXPECT_EQ(open_once(O_RDONLY), node) << "settled, nobody writing";
+  EXPECT_EQ(open_once(O_RDONLY, 1000), node) << "a caller who does not own the file";
+  EXPECT_EQ(open_once(O_RDWR), 0u) << "a writer's own open";
+
+  {
+    UniqueFd writer(open(export_.Join("w").c_str(), O_WRONLY | O_CLOEXEC));
+    ASSERT_TRUE(writer.valid());
+    EXPECT_EQ(open_once(O_RDONLY), 0u) << "open for writing on the storage node";
+    EXPECT_EQ(open_once(O_RDONLY, 1000), 0u);
+  }
+  EXPECT_EQ(open_once(O_RDONLY), node) << "the writer closed";
+
+  uint64_t write_fh = 0;
+  EXPECT_EQ(open_once(O_WRONLY, 0, &write_fh), 0u);
+  EXPECT_EQ(open_once(O_RDONLY), 0u) << "another handle of the server's is open for writing";
+  fuse_release_in release{};
+  release.fh = write_fh;
+  Call(client, Frame(FUSE_RELEASE, ++unique_, node, Bytes(release)));
+  EXPECT_EQ(open_once(O_RDONLY), node) << "released";
+
+  void* map = nullptr;
+  {
+    UniqueFd fd(open(export_.Join("w").c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    map = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    ASSERT_NE(map, MAP_FAILED);
+  }
+  // The first store's write fault may set the times (ext4 does; tmpfs never): let them settle.
+  // A store to the page made writable then sets nothing.
+  static_cast<char*>(map)[0] = 'b';
+  std::this_thread::sleep_for(std::chrono::nanoseconds(wire::kOpenAttrsSettledNs) +
+                              std::chrono::milliseconds(100));
+  static_cast<char*>(map)[1] = 'c';
+  EXPECT_EQ(open_once(O_RDONLY), 0u) << "a shared writable mapping outlives its descriptor";
+  ASSERT_EQ(munmap(map, 4096), 0);
+  std::this_thread::sleep_for(std::chrono::nanoseconds(wire::kOpenAttrsSettledNs) +
+                              std::chrono::milliseconds(100));
+  EXPECT_EQ(open_once(O_RDONLY), node) << "every writer gone";
+  struct sigaction was {};
+  ASSERT_EQ(sigaction(SIGIO, nullptr, &was), 0);
+  EXPECT_EQ(was.sa_handler, SIG_IGN) << "a lease break must not end the server";
 }
 
 // Handle-less listings (wire_format.md): READDIR/READDIRPLUS with fh 0 list the request's node

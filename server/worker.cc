@@ -808,7 +808,8 @@ void Worker::HandleFrame(Connection* c, std::span<const char> frame, Buffer* own
   if (one_record && outcome.status.ok() && !outcome.io.has_value()) {
     body.Grow(OneRecordCapacity());
     if (open_record) {
-      AppendOpenRecord(ctx, request->nodeid, RealtimeNs(), body);
+      AppendOpenRecord(ctx, request->nodeid, std::get<OpenArgs>(request->args).flags, RealtimeNs(),
+                       body);
     } else {
       AppendOneRecord(ctx, request->nodeid, body);
     }
