@@ -998,6 +998,29 @@ TEST_P(CoherenceTest, PagesKeptAcrossOpensNeverHideAChange) {
     EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(five)) << view->mount_dir() << "\n"
                                                            << view->DescribeLogs();
   }
+
+  // Stores through a shared mapping on the storage node: the change time moves at the first
+  // store at most (ext4 sets it at the write fault, tmpfs never), and the later ones leave it.
+  // Only the server's rule -- no record while the file is open for writing, which the mapping
+  // keeps it after its descriptor is closed -- makes these opens drop the pages.
+  int fd = ::open(env_->Exp("p/f").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  char* map =
+      static_cast<char*>(mmap(nullptr, five.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  map[0] = '6';
+  std::this_thread::sleep_for(kSettled);
+  const std::string six_at_0 = "6" + five.substr(1);
+  for (RingfsEnv* view : views) {
+    EXPECT_EQ(Slurp(view->Mnt("p/f")).substr(0, 4), six_at_0.substr(0, 4)) << view->mount_dir();
+  }
+  const std::string six(five.size(), '6');
+  std::memset(map, '6', six.size());
+  for (RingfsEnv* view : views) {
+    EXPECT_EQ(brief(Slurp(view->Mnt("p/f"))), brief(six)) << view->mount_dir();
+  }
+  ASSERT_EQ(munmap(map, six.size()), 0);
   for (auto* env : {&kept_b, &kept_control}) {
     (*env)->Teardown();
     EXPECT_EQ((*env)->teardown_notes(), "") << (*env)->final_logs();
