@@ -29,10 +29,13 @@ namespace {
 
 // An OPEN's answer on its way to the kernel: FOPEN_KEEP_CACHE when the pages the kernel kept
 // are current (KeptPages); `record`: the file at the open, null when the server sent none.
-void KeepPagesAtOpen(KeptPages& kept, uint64_t nodeid, const fuse_attr* record, char* body) {
+void KeepPagesAtOpen(KeptPages& kept, PageDrops& drops, uint64_t nodeid, const fuse_attr* record,
+                     char* body) {
   fuse_open_out out;
   std::memcpy(&out, body, sizeof(out));
-  if (!kept.AtOpen(nodeid, record, MonotonicNs())) return;
+  const KeptPages::AtOpenAnswer answer = kept.AtOpen(nodeid, record, MonotonicNs());
+  if (answer == KeptPages::AtOpenAnswer::kDropUnconfirmed) drops.Post(nodeid);
+  if (answer != KeptPages::AtOpenAnswer::kKeep) return;
   out.open_flags |= FOPEN_KEEP_CACHE;
   std::memcpy(body, &out, sizeof(out));
 }
@@ -1426,8 +1429,8 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     if (config_.kept_pages != nullptr && wire::IsOpen(r.header.opcode) &&
         body >= sizeof(fuse_open_out)) {
       // Also without a record (none negotiated, or none sent): the drop is recorded.
-      KeepPagesAtOpen(*config_.kept_pages, r.header.nodeid, r.open_record ? &r.open_attr : nullptr,
-                      r.reply.body);
+      KeepPagesAtOpen(*config_.kept_pages, *config_.page_drops, r.header.nodeid,
+                      r.open_record ? &r.open_attr : nullptr, r.reply.body);
     }
     if (config_.async != nullptr && !IsDetached(slot)) {
       // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed; a

@@ -45,6 +45,7 @@
 #include "frontend/kernel_notifier.h"
 #include "frontend/local_dir_handles.h"
 #include "frontend/node_ledger.h"
+#include "frontend/page_drops.h"
 #include "frontend/reclaim_run.h"
 #include "frontend/reply_frame.h"
 #include "frontend/reply_origin.h"
@@ -79,6 +80,8 @@ struct BackendConfig {
   // With dir_attrs: ask for each OPEN's file at the open (open attrs) and let the kernel keep
   // a file's pages across opens while they are current (frontend/kept_pages.h); null: off.
   KeptPages* kept_pages = nullptr;
+  // With kept_pages: confirms the drops KeptPages asks for (never null then).
+  PageDrops* page_drops = nullptr;
   // Interrupts posted by the /dev/fuse readers; null: interrupts are not honoured.
   InterruptBoard* interrupts = nullptr;
   // What the kernel holds, for reclaim on a new server instance; null: not asked for (node

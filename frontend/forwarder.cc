@@ -452,10 +452,12 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
       state->listing_size = request.Struct<fuse_read_in>().size;
     }
   }
-  if (config_.kept_pages != nullptr && request.opcode() == FUSE_READ) {
-    // Its answer fills the kernel's pages of the file (KeptPages).
-    config_.kept_pages->ReadSent(request.header.nodeid);
-    state->read_counted = true;
+  if (config_.kept_pages != nullptr &&
+      (request.opcode() == FUSE_READ || request.opcode() == FUSE_WRITE)) {
+    // A READ's answer fills the kernel's pages of the file; a WRITE's bytes are in them already,
+    // and the server may refuse them (KeptPages).
+    config_.kept_pages->IoSent(request.header.nodeid, request.opcode() == FUSE_WRITE);
+    state->pages_counted = true;
   }
   if (config_.dir_ends != nullptr &&
       (request.opcode() == FUSE_READDIR || request.opcode() == FUSE_READDIRPLUS)) {
@@ -594,8 +596,8 @@ void Forwarder::OnReply(RequestState* state, const fuse_out_header& header, cons
   state->listing_ticket = 0;
   if (state->listing_counted) config_.dirs->ListingEnded(state->keep_node, config_.clock());
   state->listing_counted = false;
-  if (state->read_counted) config_.kept_pages->ReadEnded(state->keep_node, config_.clock());
-  state->read_counted = false;
+  if (state->pages_counted) config_.kept_pages->IoEnded(state->keep_node, config_.clock());
+  state->pages_counted = false;
   if (inflight_ > 0) --inflight_;
   if (state->sent_ns != 0) {
     stats_->backend_rtt.Observe(static_cast<int64_t>(config_.clock() - state->sent_ns));

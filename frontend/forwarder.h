@@ -117,7 +117,7 @@ class Forwarder {
     KernelNotifier* notifier = nullptr;     // told of answers that build entries (may be null)
     AsyncRemovals* async = nullptr;         // null: every UNLINK waits for the server
     DirEnds* dir_ends = nullptr;            // null: every READDIR goes to the server
-    KeptPages* kept_pages = nullptr;        // null: no READ is counted for kept pages
+    KeptPages* kept_pages = nullptr;        // null: no READ or WRITE is counted for kept pages
     // Null: every OPENDIR goes to the server. Used while the channel's server lists
     // directories by node (RequestChannel::HandlelessListings).
     LocalDirHandles* local_dirs = nullptr;

@@ -19,23 +19,30 @@ KeptPages::Node* KeptPages::FindOrAddLocked(uint64_t nodeid, uint64_t now_ns) {
   if (nodes_.size() >= max_nodes_) {
     // A forgotten file's next open drops its pages; one whose READ may still land must stay,
     // or a drop would not know it.
+    const size_t before = nodes_.size();
     absl::erase_if(nodes_, [now_ns](const auto& kv) {
       return kv.second.in_flight == 0 && !Landing(kv.second.ended_ns, now_ns);
     });
+    forgot_ = forgot_ || nodes_.size() < before;
     if (nodes_.size() >= max_nodes_) return nullptr;
   }
-  return &nodes_[nodeid];
+  Node& added = nodes_[nodeid];
+  added.may_hold = forgot_;
+  return &added;
 }
 
-bool KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns) {
+KeptPages::AtOpenAnswer KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* record,
+                                          uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   Node* n = FindOrAddLocked(nodeid, now_ns);
-  if (n == nullptr) return false;  // nothing recorded: the drop needs no baseline either
-  if (record != nullptr && n->baseline && !n->poisoned &&
+  // Nothing recorded: no open keeps the pages before one that finds the node recorded drops
+  // them, unconfirmed (forgot_).
+  if (n == nullptr) return AtOpenAnswer::kDrop;
+  if (record != nullptr && n->baseline && !n->poisoned && n->confirmed_gen >= n->drop_gen &&
       n->ctime_ns == Ns(record->ctime, record->ctimensec) &&
       n->mtime_ns == Ns(record->mtime, record->mtimensec) && n->size == record->size) {
     kept_.fetch_add(1, std::memory_order_relaxed);
-    return true;
+    return AtOpenAnswer::kKeep;
   }
   // The kernel drops the file's pages at this open; what READs fill them with from now on was
   // read as the record shows the file, unless one sent before lands after the drop.
@@ -46,21 +53,38 @@ bool KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns
     n->mtime_ns = Ns(record->mtime, record->mtimensec);
     n->size = record->size;
   }
-  return false;
+  if (!n->may_hold) return AtOpenAnswer::kDrop;
+  n->drop_gen = ++next_gen_;
+  return AtOpenAnswer::kDropUnconfirmed;
 }
 
-void KeptPages::ReadSent(uint64_t nodeid) {
+void KeptPages::IoSent(uint64_t nodeid, bool write) {
   absl::MutexLock lock(&mu_);
-  // Added even past the bound: a READ in flight must be known to the next drop.
-  ++nodes_[nodeid].in_flight;
+  // Added even past the bound: one in flight must be known to the next drop.
+  Node& n = nodes_[nodeid];
+  ++n.in_flight;
+  n.may_hold = true;
+  if (write) n.poisoned = true;
 }
 
-void KeptPages::ReadEnded(uint64_t nodeid, uint64_t now_ns) {
+void KeptPages::IoEnded(uint64_t nodeid, uint64_t now_ns) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(nodeid);
   if (it == nodes_.end()) return;
   if (it->second.in_flight != 0) --it->second.in_flight;
   it->second.ended_ns = now_ns;
+}
+
+uint64_t KeptPages::DropStarting(uint64_t nodeid) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(nodeid);
+  return it == nodes_.end() ? 0 : it->second.drop_gen;
+}
+
+void KeptPages::DropWritten(uint64_t nodeid, uint64_t token) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(nodeid);
+  if (it != nodes_.end() && it->second.confirmed_gen < token) it->second.confirmed_gen = token;
 }
 
 void KeptPages::Reset() {

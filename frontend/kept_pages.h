@@ -19,18 +19,23 @@
 // sets no baseline.
 //
 // Pages this mount's own writes left in the kernel (write-through, or the cache of
-// writeback_cache) are newer than the baseline: the change time the writes gave the file makes
-// the next open drop them, which costs a re-read, never a stale page.
+// writeback_cache) may hold bytes the server refused (ENOSPC): a WRITE poisons the copy, so the
+// next open drops the pages. A successful write moves the change time anyway.
 //
-// Not covered yet, hence the mount option `kept_pages` and off by default (README): two opens at
-// once, where the second is answered "keep" against the baseline the first set before the
-// first opener's task has made the kernel drop the old pages; changes on the storage node that
-// leave the change time as it was (stores through a shared mapping, one write() copying for
-// more than kOpenAttrsSettledNs after it set the times); a page whose write-back the server
-// refused, which the kernel keeps with the bytes the server never stored.
+// Two opens at once: the kernel drops the pages when the opener's task runs on with the answer,
+// so a second open answered "keep" against the baseline the first just set could read the old
+// pages before that drop. So a drop of pages the kernel may hold (a READ or WRITE was sent for
+// the file) stays unconfirmed until the mount has made the kernel drop them itself
+// (PageDrops writes FUSE_NOTIFY_INVAL_INODE after the decision); no open is answered "keep"
+// meanwhile.
 //
-// Bounded: past `max_nodes` files the ones with no READ in flight or landing are forgotten, and
-// their next open drops the pages. Thread-safe (one mutex, a hash-map step per OPEN and READ).
+// Not covered: a change on the storage node that leaves the change time as it was and whose
+// writer is gone before the next open (stores through a shared mapping on tmpfs, unmapped since).
+// While anything has the file open for writing, the server sends no record (open_for_writing.h).
+//
+// Bounded: past `max_nodes` files the ones with no READ or WRITE in flight or landing are
+// forgotten, and their next open drops the pages (unconfirmed: they may hold some). Thread-safe
+// (one mutex, a hash-map step per OPEN, READ and WRITE).
 #pragma once
 
 #include <linux/fuse.h>
@@ -49,15 +54,24 @@ class KeptPages {
  public:
   explicit KeptPages(size_t max_nodes = 1 << 16) : max_nodes_(max_nodes) {}
 
+  enum class AtOpenAnswer {
+    kKeep,             // FOPEN_KEEP_CACHE
+    kDrop,             // the kernel drops the pages (it holds none, or the drop is confirmed)
+    kDropUnconfirmed,  // ... and may hold pages: the caller has PageDrops confirm the drop
+  };
   // The server answered an OPEN of `nodeid`, and the kernel is about to get the answer at
   // `now_ns`; `record`: the file's attributes at the open, null when the reply carried none.
-  // Returns whether the answer may say FOPEN_KEEP_CACHE. When it may not, the kernel drops the
-  // file's pages at this open, and `record` becomes the baseline.
-  bool AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns);
-  // A READ of `nodeid` is sent (its answer fills the kernel's pages), and it ended (answered,
-  // failed or given up) at `now_ns`.
-  void ReadSent(uint64_t nodeid);
-  void ReadEnded(uint64_t nodeid, uint64_t now_ns);
+  // Unless the answer may keep the pages, the kernel drops them at this open, and `record`
+  // becomes the baseline.
+  AtOpenAnswer AtOpen(uint64_t nodeid, const fuse_attr* record, uint64_t now_ns);
+  // A READ or WRITE of `nodeid` is sent (a READ's answer fills the kernel's pages; a WRITE's
+  // bytes are in them already), and it ended (answered, failed or given up) at `now_ns`.
+  void IoSent(uint64_t nodeid, bool write);
+  void IoEnded(uint64_t nodeid, uint64_t now_ns);
+  // PageDrops is about to make the kernel drop the pages of `nodeid`: returns what to pass to
+  // DropWritten once the kernel has (or held no inode of it).
+  uint64_t DropStarting(uint64_t nodeid);
+  void DropWritten(uint64_t nodeid, uint64_t token);
   // Nothing learned before is trusted (a new server instance, a lost connection).
   void Reset();
 
@@ -71,9 +85,13 @@ class KeptPages {
     int64_t ctime_ns = 0;   // ... with these times and size
     int64_t mtime_ns = 0;
     uint64_t size = 0;
-    bool poisoned = false;  // a READ from before the last drop may have landed after it
-    uint32_t in_flight = 0;
-    uint64_t ended_ns = 0;  // when a READ last ended
+    bool poisoned = false;       // a READ from before the last drop may have landed after it, or a
+                                 // WRITE's bytes may not be the server's
+    bool may_hold = false;       // a READ or WRITE was sent: the kernel may hold pages
+    uint64_t drop_gen = 0;       // the last unconfirmed drop (next_gen_ when it was decided) ...
+    uint64_t confirmed_gen = 0;  // ... and the last one the kernel is known to have done
+    uint32_t in_flight = 0;      // READs and WRITEs
+    uint64_t ended_ns = 0;       // when one last ended
   };
   // Null when the table is full of files with READs in flight or landing.
   Node* FindOrAddLocked(uint64_t nodeid, uint64_t now_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -81,6 +99,8 @@ class KeptPages {
   const size_t max_nodes_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_gen_ ABSL_GUARDED_BY(mu_) = 0;
+  bool forgot_ ABSL_GUARDED_BY(mu_) = false;  // a node was forgotten: a new one may hold pages
   std::atomic<uint64_t> kept_{0};
 };
 

@@ -372,29 +372,36 @@ int KernelNotifier::WriteEpoch() {
   return write(fuse_fd_.get(), &header, sizeof(header)) < 0 ? errno : 0;
 }
 
+int WriteInvalInode(int fuse_fd, uint64_t nodeid, int64_t offset, int64_t length) {
+  struct {
+    fuse_out_header header;
+    fuse_notify_inval_inode_out inode;
+  } message{};
+  message.header.len = sizeof(message);
+  message.header.error = FUSE_NOTIFY_INVAL_INODE;
+  message.inode.ino = nodeid;
+  message.inode.off = offset;
+  message.inode.len = length;
+  return write(fuse_fd, &message, sizeof(message)) < 0 ? errno : 0;
+}
+
 int KernelNotifier::Write(const wire::Invalidation& inv) {
   if (writer_) return writer_(inv);
+  if (inv.kind == wire::InvalidationKind::kInode) {
+    return WriteInvalInode(fuse_fd_.get(), inv.nodeid, inv.offset, inv.length);
+  }
   fuse_out_header header{};
-  fuse_notify_inval_inode_out inode{};
   fuse_notify_inval_entry_out entry{};
   char nul = '\0';
   iovec iov[4];
   int count = 0;
   iov[count++] = {&header, sizeof(header)};
-  if (inv.kind == wire::InvalidationKind::kInode) {
-    header.error = FUSE_NOTIFY_INVAL_INODE;
-    inode.ino = inv.nodeid;
-    inode.off = inv.offset;
-    inode.len = inv.length;
-    iov[count++] = {&inode, sizeof(inode)};
-  } else {
-    header.error = FUSE_NOTIFY_INVAL_ENTRY;
-    entry.parent = inv.nodeid;
-    entry.namelen = static_cast<uint32_t>(inv.name.size());  // without the NUL that follows
-    iov[count++] = {&entry, sizeof(entry)};
-    iov[count++] = {const_cast<char*>(inv.name.data()), inv.name.size()};
-    iov[count++] = {&nul, 1};
-  }
+  header.error = FUSE_NOTIFY_INVAL_ENTRY;
+  entry.parent = inv.nodeid;
+  entry.namelen = static_cast<uint32_t>(inv.name.size());  // without the NUL that follows
+  iov[count++] = {&entry, sizeof(entry)};
+  iov[count++] = {const_cast<char*>(inv.name.data()), inv.name.size()};
+  iov[count++] = {&nul, 1};
   size_t total = 0;
   for (int i = 0; i < count; ++i) total += iov[i].iov_len;
   header.len = static_cast<uint32_t>(total);

@@ -68,6 +68,12 @@
 
 namespace ringfs::frontend {
 
+// Writes FUSE_NOTIFY_INVAL_INODE of `nodeid` to `fuse_fd`: the kernel marks its cached
+// attributes stale and, unless `offset` is negative, drops its cached pages from `offset` on
+// (`length` bytes; 0 or less: to the end). Returns the errno (0: taken; ENOENT: the kernel holds
+// no inode of it). Blocks while a page to drop is locked by a request in flight.
+int WriteInvalInode(int fuse_fd, uint64_t nodeid, int64_t offset, int64_t length);
+
 class KernelNotifier {
  public:
   struct Counters {

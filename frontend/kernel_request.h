@@ -72,8 +72,8 @@ struct RequestState {
   // A READDIR/READDIRPLUS counted by KeptListings (CompleteDirs::ListingSent) as in flight for
   // its directory, `keep_node`.
   bool listing_counted : 1 = false;
-  // A READ counted by KeptPages as in flight for its file, `keep_node`.
-  bool read_counted : 1 = false;
+  // A READ or WRITE counted by KeptPages as in flight for its file, `keep_node`.
+  bool pages_counted : 1 = false;
   uint64_t received_ns = 0;  // when the request reached ringfs-mount (latency, deadline)
   uint64_t sent_ns = 0;      // when it went to the server
   // A request whose answer names an entry that KeptEntries may record: its tickets, and the

@@ -60,6 +60,7 @@ MountSession::~MountSession() {
   devfuse_workers_.clear();  // they end once the connection is gone
   if (engine_) engine_->Stop();
   if (notifier_) notifier_->Stop();
+  if (page_drops_) page_drops_->Stop();
 }
 
 StatsSnapshot MountSession::Snapshot() const {
@@ -153,6 +154,7 @@ BackendConfig MountSession::MakeBackendConfig(uint32_t queue, uint32_t max_infli
   config.dir_attrs = options_.dir_attrs ? dir_attr_cache_.get() : nullptr;
   config.write_attrs = options_.write_attrs;
   config.kept_pages = kept_pages_.get();
+  config.page_drops = page_drops_.get();
   config.async = async_removals_.get();
   config.detach_releases = !options_.sync_release;
   config.request_timeout =
@@ -215,6 +217,7 @@ absl::Status MountSession::Start() {
   }
   absl::Status status = Negotiate();
   if (status.ok() && options_.invalidations) status = StartNotifier();
+  if (status.ok() && kept_pages_) status = StartPageDrops();
   if (status.ok()) status = StartWorkers();
   if (status.ok()) status = ProbeMount();
   if (notifier_) notifier_->Release();
@@ -271,6 +274,13 @@ absl::Status MountSession::Negotiate() {
     RINGFS_LOG_WARN("FUSE-over-io_uring unavailable (%s); using classic /dev/fuse",
                     init_.ring_unavailable_reason);
   }
+  return absl::OkStatus();
+}
+
+absl::Status MountSession::StartPageDrops() {
+  ASSIGN_OR_RETURN(UniqueFd clone, CloneFuseFd(fuse_fd_.get()));
+  page_drops_ = std::make_unique<PageDrops>(std::move(clone), kept_pages_.get());
+  page_drops_->Start();
   return absl::OkStatus();
 }
 
@@ -475,6 +485,7 @@ void MountSession::Run() {
   for (auto& worker : devfuse_workers_) worker->Join();
   if (engine_) engine_->Stop();
   if (notifier_) notifier_->Stop();  // the connection is gone: a pending write fails at once
+  if (page_drops_) page_drops_->Stop();
   mounted_ = false;
   WriteStats();
   const WorkerCounters total = Snapshot().Total();

@@ -71,6 +71,7 @@ class MountSession {
  private:
   absl::Status Negotiate();
   absl::Status StartNotifier();
+  absl::Status StartPageDrops();
   absl::Status StartWorkers();
   absl::Status ProbeMount();
   void WriteStats() const;
@@ -120,6 +121,7 @@ class MountSession {
   // Null without kept_pages, or with no_dir_attrs (the open's record comes with dir attrs).
   std::unique_ptr<KeptPages> kept_pages_ =
       options_.kept_pages && options_.dir_attrs ? std::make_unique<KeptPages>() : nullptr;
+  std::unique_ptr<PageDrops> page_drops_;  // with kept_pages_; before the workers, as notifier_
   // Writes the server's invalidations into the kernel; before the workers, whose channels post
   // to it, so it is destroyed after them. Null with no_invalidations.
   std::unique_ptr<KernelNotifier> notifier_;
