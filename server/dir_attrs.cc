@@ -108,7 +108,7 @@ void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, uint32_t open_flags
   std::memcpy(&out, body.data(), sizeof(out));
   absl::StatusOr<HandleRef> handle = ctx.client->handles.Get(out.fh);
   // The lease test needs a read-only descriptor; a writer's open gets no baseline anyway.
-  if (!handle.ok() || (open_flags & O_ACCMODE) != O_RDONLY || OpenForWriting((*handle)->fd.get())) {
+  if (!handle.ok() || (open_flags & O_ACCMODE) != O_RDONLY) {
     body.Put(wire::DirAttrTrailer{});
     return;
   }
@@ -122,8 +122,10 @@ void AppendOpenRecord(const OpContext& ctx, uint64_t nodeid, uint32_t open_flags
   std::memcpy(&record, body.data() + before, sizeof(record));
   const int64_t ctime_ns =
       static_cast<int64_t>(record.attr.attr.ctime) * 1'000'000'000 + record.attr.attr.ctimensec;
-  if (now_realtime_ns - ctime_ns < wire::kOpenAttrsSettledNs) {
-    // Changed too recently for its change time to tell a later change apart: no baseline.
+  // Changed too recently for its change time to tell a later change apart, or open for writing
+  // (tested last: writers wait while the lease is held): no baseline.
+  if (now_realtime_ns - ctime_ns < wire::kOpenAttrsSettledNs ||
+      OpenForWriting((*handle)->fd.get())) {
     record = wire::DirAttrTrailer{};
     std::memcpy(body.data() + before, &record, sizeof(record));
   }

@@ -10,7 +10,13 @@
 // anywhere, and is released again at once (two system calls). knfsd's delegations and Samba's
 // oplocks rest on the same leases. While the lease is held (microseconds), an open for writing
 // of the file waits for its release, or fails with EWOULDBLOCK when opened O_NONBLOCK (this
-// server never opens O_NONBLOCK: Reopen); the break signal (SIGIO) is ignored process-wide.
+// server never opens O_NONBLOCK: Reopen; knfsd does, and answers NFS3ERR_JUKEBOX or
+// NFS4ERR_DELAY, so its client retries); the break signal (SIGIO) is ignored process-wide.
+// Only OPENs of clients that asked for open attrs (mount option kept_pages) take the lease, and
+// only for a file whose change time has settled (AppendOpenRecord).
+// A lease sees the writers of this host's inode only: a writer on another host of a shared
+// filesystem under the export (CephFS, NFS) is not seen (such filesystems mostly refuse leases,
+// and then no open gets a record).
 #pragma once
 
 namespace ringfs::server {
