@@ -53,7 +53,10 @@ KeptPages::AtOpenAnswer KeptPages::AtOpen(uint64_t nodeid, const fuse_attr* reco
     n->mtime_ns = Ns(record->mtime, record->mtimensec);
     n->size = record->size;
   }
-  if (!n->may_hold) return AtOpenAnswer::kDrop;
+  // A drop that sets no trusted baseline (no record, or poisoned) needs no confirmation: no
+  // open keeps the pages before a later drop, which asks for its own. Nor does one of a file
+  // whose pages the kernel cannot hold.
+  if (!n->may_hold || !n->baseline || n->poisoned) return AtOpenAnswer::kDrop;
   n->drop_gen = ++next_gen_;
   return AtOpenAnswer::kDropUnconfirmed;
 }
@@ -75,10 +78,12 @@ void KeptPages::IoEnded(uint64_t nodeid, uint64_t now_ns) {
   it->second.ended_ns = now_ns;
 }
 
-uint64_t KeptPages::DropStarting(uint64_t nodeid) {
+std::optional<uint64_t> KeptPages::DropStarting(uint64_t nodeid) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(nodeid);
-  return it == nodes_.end() ? 0 : it->second.drop_gen;
+  if (it == nodes_.end()) return 0;
+  if (it->second.in_flight != 0) return std::nullopt;
+  return it->second.drop_gen;
 }
 
 void KeptPages::DropWritten(uint64_t nodeid, uint64_t token) {

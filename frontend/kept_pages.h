@@ -43,6 +43,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -69,8 +70,10 @@ class KeptPages {
   void IoSent(uint64_t nodeid, bool write);
   void IoEnded(uint64_t nodeid, uint64_t now_ns);
   // PageDrops is about to make the kernel drop the pages of `nodeid`: returns what to pass to
-  // DropWritten once the kernel has (or held no inode of it).
-  uint64_t DropStarting(uint64_t nodeid);
+  // DropWritten once the kernel has (or held no inode of it); nothing while a READ or WRITE of
+  // it is in flight (the drop would wait for its pages' locks, and so would an unmount behind
+  // it, for as long as the server does not answer: PageDrops tries again later).
+  std::optional<uint64_t> DropStarting(uint64_t nodeid);
   void DropWritten(uint64_t nodeid, uint64_t token);
   // Nothing learned before is trusted (a new server instance, a lost connection).
   void Reset();

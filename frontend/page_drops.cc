@@ -7,8 +7,8 @@
 
 namespace ringfs::frontend {
 
-PageDrops::PageDrops(UniqueFd fuse_fd, KeptPages* kept, size_t max_queued)
-    : fuse_fd_(std::move(fuse_fd)), kept_(kept), max_queued_(max_queued) {}
+PageDrops::PageDrops(UniqueFd fuse_fd, KeptPages* kept, size_t max_queued, absl::Duration retry)
+    : fuse_fd_(std::move(fuse_fd)), kept_(kept), max_queued_(max_queued), retry_(retry) {}
 
 PageDrops::~PageDrops() { Stop(); }
 
@@ -27,7 +27,7 @@ void PageDrops::Stop() {
 void PageDrops::Post(uint64_t nodeid) {
   absl::MutexLock lock(&mu_);
   if (queued_.contains(nodeid)) return;  // its write starts later than this decision anyway
-  if (queue_.size() >= max_queued_) {
+  if (queued_.size() >= max_queued_) {
     ++failed_;
     return;
   }
@@ -42,20 +42,37 @@ void PageDrops::Loop() {
       absl::MutexLock lock(&mu_);
       busy_ = false;
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || !queue_.empty(); };
-      mu_.Await(absl::Condition(&ready));
+      if (later_.empty()) {
+        mu_.Await(absl::Condition(&ready));
+      } else {
+        mu_.AwaitWithDeadline(absl::Condition(&ready), later_.front().first);
+      }
       if (stop_) return;
-      nodeid = queue_.front();
-      queue_.pop_front();
+      if (!queue_.empty()) {
+        nodeid = queue_.front();
+        queue_.pop_front();
+      } else if (!later_.empty() && later_.front().first <= absl::Now()) {
+        nodeid = later_.front().second;
+        later_.pop_front();
+      } else {
+        continue;
+      }
       queued_.erase(nodeid);  // a decision from now on posts it again
       busy_ = true;
     }
     // Read before the write starts: every drop decided up to now is done by it.
-    const uint64_t token = kept_->DropStarting(nodeid);
+    const std::optional<uint64_t> token = kept_->DropStarting(nodeid);
+    if (!token.has_value()) {
+      absl::MutexLock lock(&mu_);
+      ++retried_;
+      if (queued_.insert(nodeid).second) later_.emplace_back(absl::Now() + retry_, nodeid);
+      continue;
+    }
     const int err = writer_ ? writer_(nodeid)
                             : WriteInvalInode(fuse_fd_.get(), nodeid, /*offset=*/0, /*length=*/0);
     // ENOENT: the kernel holds no inode of it, so no pages either.
     const bool done = err == 0 || err == ENOENT;
-    if (done) kept_->DropWritten(nodeid, token);
+    if (done) kept_->DropWritten(nodeid, *token);
     absl::MutexLock lock(&mu_);
     if (done) {
       ++written_;
@@ -68,13 +85,20 @@ void PageDrops::Loop() {
 
 bool PageDrops::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return queue_.empty() && !busy_; };
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.empty() && later_.empty() && !busy_;
+  };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
 uint64_t PageDrops::written() const {
   absl::MutexLock lock(&mu_);
   return written_;
+}
+
+uint64_t PageDrops::retried() const {
+  absl::MutexLock lock(&mu_);
+  return retried_;
 }
 
 uint64_t PageDrops::failed() const {
