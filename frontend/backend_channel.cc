@@ -1989,16 +1989,17 @@ size_t BackendChannel::TakeTrailers() {
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
+  // A write's or an open's record is not kept while early unlinks are owed: one may be of its
+  // file, and the server ran the write or open before it (an unlink detached later drops the
+  // record: NamesChanged).
+  const bool unlinks_owed =
+      config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
     if (wire::IsWrite(r.header.opcode)) {
       // The file after this write: answers the GETATTR the kernel sends after writes (they
       // voided its size and times), unless something newer was learned since it was sent.
-      // Not while early unlinks are owed: one may be of this file, and the server ran this
-      // write before it (an unlink detached later drops the record: NamesChanged).
-      const bool unlinks_owed =
-          config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
       if (trailer.nodeid == r.header.nodeid) AppendedElsewhere(r, trailer.attr.attr.size);
       if (trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid && reply.write_record &&
           !unlinks_owed) {
@@ -2011,9 +2012,16 @@ size_t BackendChannel::TakeTrailers() {
       continue;
     }
     if (wire::IsOpen(r.header.opcode)) {
-      // The file as the open found it: whether the kernel may keep its pages (delivery).
+      // The file as the open found it: whether the kernel may keep its pages (delivery), and
+      // the answer to the stat that follows the open (a READ since voided the kernel's atime;
+      // a page drop, PageDrops, all its attributes), as a write's record answers the stat after
+      // writes.
       r.open_record = trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid;
       r.open_attr = trailer.attr.attr;
+      if (r.open_record && !unlinks_owed) {
+        config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket,
+                                      reply.record_reads, now_ns);
+      }
       continue;
     }
     if (wire::IsListing(r.header.opcode)) {

@@ -52,7 +52,8 @@ class DirAttrCache {
   // Kept for kShortKeepNs at most (the stat that follows a listing comes at once; an unused
   // record must not crowd out the records of changes), answered with attr_valid as it came.
   void OfferListing(uint64_t nodeid, const fuse_attr_out& attr, uint64_t ticket, uint64_t now_ns);
-  // A WRITE's record of its file (write attrs, common/dir_attrs.h), under the same ticket rule
+  // A WRITE's record of its file (write attrs, common/dir_attrs.h), or an OPEN's (open attrs:
+  // the file as the open found it, which also changed nothing), under the same ticket rule
   // and keep as a listing's, and also refused after NamesChanged. Writes of one file may be
   // answered out of order: a record older than the one held (by change time, then size, then
   // blocks: a write never shrinks a file, and the other changes drop the record) is ignored.

@@ -402,6 +402,11 @@ void Forwarder::Forward(const KernelRequest& request, RequestState* state, uint3
     pending.record_ticket = config_.dir_attrs->Ticket();
     pending.record_reads = config_.dir_attrs->Reads(request.header.nodeid);
     pending.write_record = true;
+  } else if (config_.dir_attrs != nullptr && config_.kept_pages != nullptr &&
+             wire::IsOpen(request.opcode())) {
+    // Its record (open attrs) answers the stat that follows the open, under the same rules.
+    pending.record_ticket = config_.dir_attrs->Ticket();
+    pending.record_reads = config_.dir_attrs->Reads(request.header.nodeid);
   }
   if (request.opcode() == FUSE_FLUSH && config_.async != nullptr && config_.async->writes()) {
     // Never sent (the server buffers nothing): answered once the early writes are done.
