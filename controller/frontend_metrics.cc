@@ -209,6 +209,13 @@ class FrontendMetrics::Collector : public prometheus::Collectable {
          "OPENs that let the kernel keep the file's cached pages: the server's record of the file "
          "at the open showed it as it was when they were read (mount option kept_pages)",
          MetricType::Counter, snapshot.pages_kept},
+        {"ringfs_frontend_page_drops_total",
+         "Cached pages of a file the mount made the kernel drop after an open did (mount option "
+         "kept_pages): until then no open of the file keeps its pages",
+         MetricType::Counter, snapshot.page_drops},
+        {"ringfs_frontend_page_drops_put_off_total",
+         "Page drops tried again later because a READ or WRITE of the file was in flight",
+         MetricType::Counter, snapshot.page_drops_put_off},
         {"ringfs_frontend_complete_dirs",
          "Directories whose every name the mount knows, so it answers lookups of absent names "
          "itself (expired ones included until pruned)",

@@ -23,7 +23,7 @@ using Answer = KeptPages::AtOpenAnswer;
 // PageDrops does after the answer.
 bool Open(KeptPages& kept, uint64_t node, const fuse_attr* record, uint64_t now_ns) {
   const Answer answer = kept.AtOpen(node, record, now_ns);
-  if (answer == Answer::kDropUnconfirmed) kept.DropWritten(node, kept.DropStarting(node));
+  if (answer == Answer::kDropUnconfirmed) kept.DropWritten(node, *kept.DropStarting(node));
   return answer == Answer::kKeep;
 }
 
@@ -138,14 +138,25 @@ TEST(KeptPagesTest, NoOpenKeepsPagesUntilTheKernelDroppedTheOldOnes) {
 
   // The file changed: the first open drops; the second, before the drop is confirmed, too.
   EXPECT_EQ(kept.AtOpen(7, &v2, 30 * kSec), Answer::kDropUnconfirmed);
-  const uint64_t early = kept.DropStarting(7);
+  const uint64_t early = *kept.DropStarting(7);
   EXPECT_EQ(kept.AtOpen(7, &v2, 30 * kSec), Answer::kDropUnconfirmed);
   kept.DropWritten(7, early);
   EXPECT_EQ(kept.AtOpen(7, &v2, 31 * kSec), Answer::kDropUnconfirmed)
       << "a drop written before the last decision does not confirm it";
-  kept.DropWritten(7, kept.DropStarting(7));
+  kept.DropWritten(7, *kept.DropStarting(7));
   EXPECT_EQ(kept.AtOpen(7, &v2, 32 * kSec), Answer::kKeep);
   EXPECT_EQ(kept.AtOpen(8, &v2, 32 * kSec), Answer::kDrop) << "another file never read";
+
+  // A drop that sets no trusted baseline asks for no confirmation: no record, or a READ in
+  // flight (poisoned); the next drop with a record asks.
+  EXPECT_EQ(kept.AtOpen(7, nullptr, 40 * kSec), Answer::kDrop);
+  kept.IoSent(7, /*write=*/false);
+  EXPECT_EQ(kept.AtOpen(7, &v1, 41 * kSec), Answer::kDrop) << "poisoned";
+  EXPECT_FALSE(kept.DropStarting(7).has_value()) << "a READ in flight: the drop would wait";
+  kept.IoEnded(7, 42 * kSec);
+  EXPECT_EQ(kept.AtOpen(7, &v1, 50 * kSec), Answer::kDropUnconfirmed);
+  kept.DropWritten(7, *kept.DropStarting(7));
+  EXPECT_EQ(kept.AtOpen(7, &v1, 51 * kSec), Answer::kKeep);
 }
 
 // A WRITE's bytes are in the kernel's pages, and the server may have refused them (ENOSPC,
@@ -173,7 +184,7 @@ TEST(KeptPagesTest, AfterForgettingEveryNewFileMayHoldPages) {
       << "file 1 goes; file 2 was never read here, but may have been before an earlier forget";
   EXPECT_EQ(kept.AtOpen(1, &v1, 30 * kSec), Answer::kDropUnconfirmed) << "forgotten after a READ";
   EXPECT_EQ(kept.AtOpen(1, &v1, 31 * kSec), Answer::kDropUnconfirmed);
-  kept.DropWritten(1, kept.DropStarting(1));
+  kept.DropWritten(1, *kept.DropStarting(1));
   EXPECT_EQ(kept.AtOpen(1, &v1, 32 * kSec), Answer::kKeep);
 }
 

@@ -113,6 +113,10 @@ StatsSnapshot MountSession::WithMountCounters(StatsSnapshot snapshot) const {
     snapshot.kept_lookups = kept_entries_->kept();
   }
   if (kept_pages_) snapshot.pages_kept = kept_pages_->kept();
+  if (page_drops_) {
+    snapshot.page_drops = page_drops_->written();
+    snapshot.page_drops_put_off = page_drops_->retried();
+  }
   if (async_removals_) {
     snapshot.async_unlinks = async_removals_->started();
     snapshot.async_unlink_failures = async_removals_->failed();
@@ -506,7 +510,7 @@ void MountSession::WriteStats() const {
       "async_unlinks=%u\n"
       "async_unlink_failures=%u\nasync_setattrs=%u\nasync_setattr_failures=%u\n"
       "async_setattrs_folded=%u\nasync_writes=%u\nasync_write_failures=%u\nnoop_setattrs=%u\n"
-      "pages_kept=%u\n",
+      "pages_kept=%u\npage_drops=%u\npage_drops_put_off=%u\n",
       init_.use_ring ? "uring" : "classic", total.ring_requests, total.devfuse_requests + 1,
       total.forgets, total.TotalFailures(), total.replies, total.answered_locally,
       snapshot.queues.size(), snapshot.reclaims, snapshot.reclaim_refused, snapshot.held_nodes,
@@ -514,7 +518,7 @@ void MountSession::WriteStats() const {
       snapshot.invalidations_not_cached, snapshot.async_unlinks, snapshot.async_unlink_failures,
       snapshot.async_setattrs, snapshot.async_setattr_failures, snapshot.async_setattrs_folded,
       snapshot.async_writes, snapshot.async_write_failures, snapshot.noop_setattrs,
-      snapshot.pages_kept);
+      snapshot.pages_kept, snapshot.page_drops, snapshot.page_drops_put_off);
   if (snapshot.queue_engine) {
     // Per-worker counters of the queue engine, `worker.<cpu>.<name>=<value>`.
     static const char* const kStateNames[] = {"stopped", "active", "retiring"};

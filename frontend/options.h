@@ -92,8 +92,9 @@ struct MountOptions {
   // with complete_dirs and handle-less listings.
   bool kept_listings = true;
   // kept_pages: let the kernel keep a file's pages across opens while the server's record of
-  // the file at the open shows it unchanged (frontend/kept_pages.h). Off by default: two opens
-  // of a changed file at once can keep stale pages (README). Only with dir attrs.
+  // the file at the open shows it unchanged (frontend/kept_pages.h). Off by default: the
+  // server's write-open test takes a read lease on the storage node, which makes other writers
+  // there wait or fail with EAGAIN for its microseconds (README). Only with dir attrs.
   bool kept_pages = false;
   // reset_names: when invalidations may have been lost, also mark every cached name stale
   // (FUSE_NOTIFY_INC_EPOCH; KernelNotifier::ResetKernelCaches). Off by default: the kernel then

@@ -109,5 +109,30 @@ TEST(PageDropsTest, AFullQueueLeavesTheFileUnconfirmed) {
   EXPECT_EQ(kept.AtOpen(8, &v2, 30 * kSec), Answer::kDropUnconfirmed);
 }
 
+// While a READ or WRITE of the file is in flight the drop is put off (it would wait for that
+// request's page locks), and written once nothing is.
+TEST(PageDropsTest, ADropWaitsUntilNoRequestOfTheFileIsInFlight) {
+  KeptPages kept;
+  std::atomic<int> writes{0};
+  PageDrops drops(UniqueFd(), &kept, 1 << 16, absl::Milliseconds(1));
+  drops.set_writer_for_test([&](uint64_t) {
+    writes.fetch_add(1);
+    return 0;
+  });
+  drops.Start();
+  ReadThenChange(kept, 7);
+  kept.IoSent(7, /*write=*/false);  // the opener's own READ
+  drops.Post(7);
+  const auto deadline = absl::Now() + absl::Seconds(10);
+  while (drops.retried() < 3 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_GE(drops.retried(), 3u);
+  EXPECT_EQ(writes.load(), 0) << "written while a READ was in flight";
+  kept.IoEnded(7, 21 * kSec);
+  ASSERT_TRUE(drops.WaitIdle(absl::Seconds(10)));
+  EXPECT_EQ(writes.load(), 1);
+  const fuse_attr v2 = At(200);
+  EXPECT_EQ(kept.AtOpen(7, &v2, 30 * kSec), Answer::kKeep);
+}
+
 }  // namespace
 }  // namespace ringfs::frontend

@@ -109,6 +109,8 @@ struct StatsSnapshot {
   uint64_t async_write_failures = 0;     // ... that failed at the server, or ended unanswered
   uint64_t noop_setattrs = 0;  // AsyncRemovals::Unchanged: SETATTRs changing nothing, not sent
   uint64_t pages_kept = 0;     // KeptPages: OPENs that let the kernel keep the file's pages
+  uint64_t page_drops = 0;     // PageDrops: drops the kernel did (confirmations)
+  uint64_t page_drops_put_off = 0;  // PageDrops: tried again later (a READ or WRITE in flight)
   // Directories known complete (frontend/complete_dirs.h), and changes sent and not yet answered
   // by the server (while any is, no reply's word is trusted: CompleteDirs::BeginChange).
   uint64_t complete_dirs = 0;
