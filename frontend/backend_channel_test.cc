@@ -88,6 +88,7 @@ class ScriptedServer {
       reply.set_invalidations(hello.want_invalidations());
       reply.set_empty_dir_hints(hello.want_empty_dir_hints());
       reply.set_write_attrs(hello.want_dir_attrs() && hello.want_write_attrs());
+      reply.set_open_attrs(hello.want_dir_attrs() && hello.want_open_attrs());
       // Every connection reaches a new instance (as if the server restarted in between), unless
       // the test says the server lives on.
       reply.set_instance_id(same_instance_ ? 1000 : ++instances_);
@@ -140,7 +141,8 @@ class Harness : public ReplySink {
                    ServerBinding* binding = nullptr, KernelNotifier* notifier = nullptr,
                    CompleteDirs* dirs = nullptr, AsyncRemovals* async = nullptr,
                    std::chrono::nanoseconds batch_wait = BackendConfig{}.detached_batch_wait,
-                   bool detach_releases = false) {
+                   bool detach_releases = false, KeptPages* kept_pages = nullptr,
+                   PageDrops* page_drops = nullptr) {
     io_uring_queue_init(64, &ring_, 0);
     BackendConfig config;
     config.address = address;
@@ -158,6 +160,8 @@ class Harness : public ReplySink {
     config.async = async;
     config.detached_batch_wait = batch_wait;
     config.detach_releases = detach_releases;
+    config.kept_pages = kept_pages;
+    config.page_drops = page_drops;
     channel_ = std::make_unique<BackendChannel>(config, &ring_, 3, this);
     channel_->Start();
   }
@@ -207,6 +211,22 @@ class Harness : public ReplySink {
     reply.record_ticket = cache.Ticket();
     reply.record_reads = cache.Reads(nodeid);
     reply.write_record = true;
+    iovec part{payloads_[slot].data(), payloads_[slot].size()};
+    channel_->Submit(reply, in, &part, 1, MonotonicNs());
+  }
+  // A read-only OPEN of `nodeid` whose answer may bring the file's record (open attrs), as
+  // Forwarder::Forward sends it with kept pages.
+  void SendOpen(uint32_t slot, uint64_t unique, uint64_t nodeid, DirAttrCache& cache) {
+    fuse_in_header in{};
+    in.opcode = FUSE_OPEN;
+    in.unique = unique;
+    in.nodeid = nodeid;
+    buffers_[slot].assign(4096, 0);
+    payloads_[slot].assign(sizeof(fuse_open_in), '\0');
+    PendingReply reply{slot,          FUSE_OPEN,           buffers_[slot].data(), 4096,
+                       sizeof(fuse_open_out), sizeof(fuse_open_out)};
+    reply.record_ticket = cache.Ticket();
+    reply.record_reads = cache.Reads(nodeid);
     iovec part{payloads_[slot].data(), payloads_[slot].size()};
     channel_->Submit(reply, in, &part, 1, MonotonicNs());
   }
@@ -704,6 +724,68 @@ std::string Written(uint64_t nodeid, uint64_t ctime, uint64_t size) {
   trailer.attr.attr.mode = S_IFREG | 0644;
   return std::string(reinterpret_cast<const char*>(&out), sizeof(out)) +
          std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+}
+
+std::string Opened(uint64_t nodeid, uint64_t ctime) {
+  fuse_open_out out{};
+  out.fh = 9;
+  wire::DirAttrTrailer trailer;
+  trailer.nodeid = nodeid;
+  trailer.attr.attr_valid = 5;
+  trailer.attr.attr.ino = nodeid;
+  trailer.attr.attr.ctime = ctime;
+  trailer.attr.attr.mtime = ctime;
+  trailer.attr.attr.size = 10;
+  trailer.attr.attr.mode = S_IFREG | 0644;
+  return std::string(reinterpret_cast<const char*>(&out), sizeof(out)) +
+         std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+}
+
+// Open attrs (kept pages): an OPEN's record decides whether the kernel keeps the file's pages
+// (FOPEN_KEEP_CACHE in the answer) and answers the stat that follows the open; a drop of pages
+// the kernel may hold goes to PageDrops for confirmation, and until then nothing is kept.
+TEST(BackendChannelTest, AnOpensRecordKeepsPagesAndAnswersTheStatAfterIt) {
+  ScriptedServer server([](int fd) {
+    for (uint64_t ctime : {100, 100, 200, 200}) {
+      WriteReply(fd, ReadRequest(fd).unique, 0, Opened(7, ctime));
+    }
+    ReadRequest(fd);
+  });
+  DirAttrCache cache;
+  KeptPages kept;
+  std::atomic<int> drops_written{0};
+  PageDrops drops(UniqueFd(), &kept);
+  drops.set_writer_for_test([&](uint64_t nodeid) {
+    EXPECT_EQ(nodeid, 7u);
+    drops_written.fetch_add(1);
+    return 0;
+  });
+  drops.Start();
+  Harness h(server.address(), "", &cache, milliseconds(3000), nullptr, nullptr, nullptr, nullptr,
+            nullptr, nullptr, BackendConfig{}.detached_batch_wait, false, &kept, &drops);
+  h.WaitConnected();
+  auto open_keeps = [&](uint32_t slot) {
+    h.SendOpen(slot, slot + 1, 7, cache);
+    h.WaitForAnswers(slot + 1);
+    EXPECT_EQ(h.answers_[slot].header.error, 0);
+    EXPECT_EQ(h.answers_[slot].body_size, sizeof(fuse_open_out)) << "the record is not the kernel's";
+    fuse_open_out out;
+    std::memcpy(&out, h.buffers_[slot].data(), sizeof(out));
+    EXPECT_EQ(out.fh, 9u);
+    return (out.open_flags & FOPEN_KEEP_CACHE) != 0;
+  };
+  EXPECT_FALSE(open_keeps(0)) << "the first open drops and sets the baseline";
+  std::optional<fuse_attr_out> attr = cache.Take(7, MonotonicNs());
+  ASSERT_TRUE(attr.has_value()) << "the open's record answers the stat after it";
+  EXPECT_EQ(attr->attr.ctime, 100u);
+  kept.IoSent(7, /*write=*/false);  // its pages were read, long ago
+  kept.IoEnded(7, MonotonicNs() - 10'000'000'000);
+  EXPECT_TRUE(open_keeps(1));
+  EXPECT_EQ(kept.kept(), 1u);
+  EXPECT_FALSE(open_keeps(2)) << "changed: dropped";
+  ASSERT_TRUE(drops.WaitIdle(absl::Seconds(10)));
+  EXPECT_EQ(drops_written.load(), 1) << "the kernel made to drop the old pages";
+  EXPECT_TRUE(open_keeps(3)) << "confirmed";
 }
 
 // A write's record answers the stat after it (write attrs). A write that ends without a record
