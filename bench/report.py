@@ -34,6 +34,8 @@ ROWS = [
     ("t-tar", "tar -xf", "entries/s"),
     ("t-stat-cold", "stat, cold caches", "files/s"),
     ("t-stat-warm", "stat, warm", "files/s"),
+    ("t-read", "read the stat'ed files, cold caches", "files/s"),
+    ("t-reread", "read them again", "files/s"),
     ("t-rm", "rm -rf", "entries/s"),
     ("t-rsync", "rsync -a", "entries/s"),
     ("t-clone", "git clone --no-hardlinks", "files/s"),
@@ -46,6 +48,7 @@ PLOT_LABELS = {
     "d": "1M seq read\nQD8", "e": "1M seq write\nQD8", "f": "4k rand write\nQD16",
     "g-create": "create", "g-stat": "stat\n(cold)", "g-unlink": "unlink",
     "t-tar": "tar -x", "t-stat-cold": "stat tree\n(cold)", "t-stat-warm": "stat tree\n(warm)",
+    "t-read": "read files\n(cold)", "t-reread": "read files\nagain",
     "t-rm": "rm -rf", "t-rsync": "rsync -a", "t-clone": "git clone",
 }
 

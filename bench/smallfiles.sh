@@ -13,6 +13,9 @@
 #   stat-cold  stat (lstat) of SF_STAT_FILES regular files of that tree after drop_caches
 #              (which also drops the client kernel's FUSE dentries and inodes), via metabench
 #   stat-warm  the same files again, right after
+#   read       cat of those files (their data: after the drop_caches above, none is cached)
+#   reread     the same again, right after (ringfs drops a file's cached pages at every open
+#              unless mounted with kept_pages)
 #   rm         rm -rf of the tree
 #   rsync      rsync -a of the unpacked tree into the target
 #   clone      git clone --no-hardlinks (local) of the repository into the target
@@ -203,10 +206,15 @@ sf_tree_group() {  # tar, stat-cold, stat-warm, rm on TARGET DIR
     drop_caches
     sf_step "$target" stat-cold "$SF_STATS" "$METABENCH" stat "$dir/$sub" "$SF_STATS" "$SF_DEADLINE" "$SF_STAT_LIST" || true
     sf_step "$target" stat-warm "$SF_STATS" "$METABENCH" stat "$dir/$sub" "$SF_STATS" "$SF_DEADLINE" "$SF_STAT_LIST" || true
+    local pass
+    for pass in read reread; do
+      sf_step "$target" "$pass" "$SF_STATS" bash -c 'cd "$1" && xargs -d "\n" cat < "$2" > /dev/null' \
+        sf-read "$dir/$sub" "$SF_STAT_LIST" || true
+    done
     sf_step "$target" rm "$SF_COUNT" rm -rf "${dir:?}/$sub" || true
   else
     rm -f "$met.before"
-    for s in stat-cold stat-warm rm; do sf_skip "$target" "$s" "not run: tar failed in round $ROUND"; done
+    for s in stat-cold stat-warm read reread rm; do sf_skip "$target" "$s" "not run: tar failed in round $ROUND"; done
   fi
   rm -rf --one-file-system "${EXPORT:?}/$sub"
 }
@@ -240,7 +248,7 @@ run_smallfiles() {  # run_smallfiles TARGET...: every group, round-major, over t
       for target in "$@"; do
         if [ -n "${SF_SLOW[$target]:-}" ]; then
           case "$group" in
-            tree) for s in tar stat-cold stat-warm rm; do sf_skip "$target" "$s" "skipped: ${SF_SLOW[$target]}"; done ;;
+            tree) for s in tar stat-cold stat-warm read reread rm; do sf_skip "$target" "$s" "skipped: ${SF_SLOW[$target]}"; done ;;
             *) sf_skip "$target" "$group" "skipped: ${SF_SLOW[$target]}" ;;
           esac
           continue
