@@ -29,15 +29,16 @@ namespace {
 
 // An OPEN's answer on its way to the kernel: FOPEN_KEEP_CACHE when the pages the kernel kept
 // are current (KeptPages); `record`: the file at the open, null when the server sent none.
-void KeepPagesAtOpen(KeptPages& kept, PageDrops& drops, uint64_t nodeid, const fuse_attr* record,
-                     char* body) {
+KeptPages::AtOpenAnswer KeepPagesAtOpen(KeptPages& kept, PageDrops& drops, uint64_t nodeid,
+                                        const fuse_attr* record, char* body) {
   fuse_open_out out;
   std::memcpy(&out, body, sizeof(out));
   const KeptPages::AtOpenAnswer answer = kept.AtOpen(nodeid, record, MonotonicNs());
   if (answer == KeptPages::AtOpenAnswer::kDropUnconfirmed) drops.Post(nodeid);
-  if (answer != KeptPages::AtOpenAnswer::kKeep) return;
+  if (answer != KeptPages::AtOpenAnswer::kKeep) return answer;
   out.open_flags |= FOPEN_KEEP_CACHE;
   std::memcpy(body, &out, sizeof(out));
+  return answer;
 }
 
 constexpr size_t kStagingBytes = 256 * 1024;
@@ -1429,8 +1430,19 @@ void BackendChannel::Answer(uint32_t slot, int error, size_t body, ReplyOrigin o
     if (config_.kept_pages != nullptr && wire::IsOpen(r.header.opcode) &&
         body >= sizeof(fuse_open_out)) {
       // Also without a record (none negotiated, or none sent): the drop is recorded.
-      KeepPagesAtOpen(*config_.kept_pages, *config_.page_drops, r.header.nodeid,
-                      r.open_record ? &r.open_attr : nullptr, r.reply.body);
+      const KeptPages::AtOpenAnswer answer =
+          KeepPagesAtOpen(*config_.kept_pages, *config_.page_drops, r.header.nodeid,
+                          r.open_record ? &r.open_attr.attr : nullptr, r.reply.body);
+      // The record answers the stat after the open, as a write's does after writes, where the
+      // kernel is likely to ask: it keeps pages whose READs voided its atime, or a page drop
+      // (PageDrops) will void all its attributes. Elsewhere it would only crowd out the records
+      // that answer; and an older one must not answer for the file this open found.
+      if (r.open_record && answer != KeptPages::AtOpenAnswer::kDrop && !UnlinksOwed()) {
+        config_.dir_attrs->OfferWrite(r.header.nodeid, r.open_attr, r.reply.record_ticket,
+                                      r.reply.record_reads, MonotonicNs());
+      } else {
+        config_.dir_attrs->Drop(r.header.nodeid);
+      }
     }
     if (config_.async != nullptr && !IsDetached(slot)) {
       // A directory's new mode or owner, for the GETATTRs answered while unlinks are owed; a
@@ -1977,6 +1989,10 @@ void BackendChannel::FinishReply() {
   FillWindow();
 }
 
+bool BackendChannel::UnlinksOwed() const {
+  return config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
+}
+
 size_t BackendChannel::TakeTrailers() {
   Record& r = *records_[current_slot_];
   const PendingReply& reply = r.reply;
@@ -1989,11 +2005,7 @@ size_t BackendChannel::TakeTrailers() {
   if (extra <= 0) return current_body_;
   size_t plain = current_body_ - static_cast<size_t>(extra);
   const uint64_t now_ns = MonotonicNs();
-  // A write's or an open's record is not kept while early unlinks are owed: one may be of its
-  // file, and the server ran the write or open before it (an unlink detached later drops the
-  // record: NamesChanged).
-  const bool unlinks_owed =
-      config_.async != nullptr && !config_.async->Passed(config_.async->Gate());
+  const bool unlinks_owed = UnlinksOwed();
   for (size_t at = plain; at < current_body_; at += sizeof(wire::DirAttrTrailer)) {
     wire::DirAttrTrailer trailer;
     std::memcpy(&trailer, reply.body + at, sizeof(trailer));
@@ -2012,16 +2024,10 @@ size_t BackendChannel::TakeTrailers() {
       continue;
     }
     if (wire::IsOpen(r.header.opcode)) {
-      // The file as the open found it: whether the kernel may keep its pages (delivery), and
-      // the answer to the stat that follows the open (a READ since voided the kernel's atime;
-      // a page drop, PageDrops, all its attributes), as a write's record answers the stat after
-      // writes.
+      // The file as the open found it: whether the kernel may keep its pages, and the answer
+      // to the stat after the open (both at delivery).
       r.open_record = trailer.nodeid != 0 && trailer.nodeid == r.header.nodeid;
-      r.open_attr = trailer.attr.attr;
-      if (r.open_record && !unlinks_owed) {
-        config_.dir_attrs->OfferWrite(trailer.nodeid, trailer.attr, reply.record_ticket,
-                                      reply.record_reads, now_ns);
-      }
+      r.open_attr = trailer.attr;
       continue;
     }
     if (wire::IsListing(r.header.opcode)) {

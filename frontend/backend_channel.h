@@ -287,9 +287,10 @@ class BackendChannel {
     size_t held_body = 0;
     uint64_t dir_ticket = 0;    // a MKDIR or LOOKUP: CompleteDirs' ticket
     bool dir_empty = false;     // its reply carried the trailer of a directory found empty
-    // An OPEN's reply carried the opened file's record (open attrs): `open_attr` (KeptPages).
+    // An OPEN's reply carried the opened file's record (open attrs): `open_attr` (KeptPages,
+    // and the stat after the open).
     bool open_record = false;
-    fuse_attr open_attr{};
+    fuse_attr_out open_attr{};
     bool change = false;        // may change what a client caches, not settled (CompleteDirs)
     bool reached = false;       // handed to a socket at least once: the server may have it
     uint64_t reached_instance = 0;  // the server instance it was last handed to whole
@@ -400,6 +401,10 @@ class BackendChannel {
   bool BeginReply(const fuse_out_header& header);
   void FinishReply();
   size_t TakeTrailers();
+  // Early unlinks are owed (AsyncRemovals): a write's or an open's record is not kept, as one
+  // may be of its file and the server ran the write or open before it (an unlink detached later
+  // drops the record: NamesChanged).
+  bool UnlinksOwed() const;
   // Ends the request in `slot` with `err` now if its buffers are free; otherwise marks it and,
   // when a SENDMSG or receive holds them, resets the connection to get them back.
   void End(uint32_t slot, int err, ReplyOrigin origin);

@@ -742,8 +742,10 @@ std::string Opened(uint64_t nodeid, uint64_t ctime) {
 }
 
 // Open attrs (kept pages): an OPEN's record decides whether the kernel keeps the file's pages
-// (FOPEN_KEEP_CACHE in the answer) and answers the stat that follows the open; a drop of pages
-// the kernel may hold goes to PageDrops for confirmation, and until then nothing is kept.
+// (FOPEN_KEEP_CACHE in the answer); a drop of pages the kernel may hold goes to PageDrops for
+// confirmation, and until then nothing is kept. The record answers the stat after an open that
+// kept pages or whose drop is confirmed (the kernel will ask); any other open removes an older
+// record of the file.
 TEST(BackendChannelTest, AnOpensRecordKeepsPagesAndAnswersTheStatAfterIt) {
   ScriptedServer server([](int fd) {
     for (uint64_t ctime : {100, 100, 200, 200}) {
@@ -774,15 +776,25 @@ TEST(BackendChannelTest, AnOpensRecordKeepsPagesAndAnswersTheStatAfterIt) {
     EXPECT_EQ(out.fh, 9u);
     return (out.open_flags & FOPEN_KEEP_CACHE) != 0;
   };
+  fuse_attr_out older{};
+  older.attr_valid = 5;
+  older.attr.ino = 7;
+  older.attr.ctime = 50;
+  cache.OfferWrite(7, older, cache.Ticket(), cache.Reads(7), MonotonicNs());
   EXPECT_FALSE(open_keeps(0)) << "the first open drops and sets the baseline";
-  std::optional<fuse_attr_out> attr = cache.Take(7, MonotonicNs());
-  ASSERT_TRUE(attr.has_value()) << "the open's record answers the stat after it";
-  EXPECT_EQ(attr->attr.ctime, 100u);
+  EXPECT_FALSE(cache.Take(7, MonotonicNs()).has_value())
+      << "an older record answers for the file this open found";
   kept.IoSent(7, /*write=*/false);  // its pages were read, long ago
   kept.IoEnded(7, MonotonicNs() - 10'000'000'000);
   EXPECT_TRUE(open_keeps(1));
   EXPECT_EQ(kept.kept(), 1u);
+  std::optional<fuse_attr_out> attr = cache.Take(7, MonotonicNs());
+  ASSERT_TRUE(attr.has_value()) << "the record of an open that kept the pages answers the stat";
+  EXPECT_EQ(attr->attr.ctime, 100u);
   EXPECT_FALSE(open_keeps(2)) << "changed: dropped";
+  attr = cache.Take(7, MonotonicNs());
+  ASSERT_TRUE(attr.has_value()) << "the page drop will void the kernel's attributes";
+  EXPECT_EQ(attr->attr.ctime, 200u);
   ASSERT_TRUE(drops.WaitIdle(absl::Seconds(10)));
   EXPECT_EQ(drops_written.load(), 1) << "the kernel made to drop the old pages";
   EXPECT_TRUE(open_keeps(3)) << "confirmed";

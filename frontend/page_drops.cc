@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "common/log.h"
+#include "frontend/dir_attr_cache.h"  // MonotonicNs
 #include "frontend/kernel_notifier.h"
 
 namespace ringfs::frontend {
@@ -45,13 +46,17 @@ void PageDrops::Loop() {
       if (later_.empty()) {
         mu_.Await(absl::Condition(&ready));
       } else {
-        mu_.AwaitWithDeadline(absl::Condition(&ready), later_.front().first);
+        const uint64_t now_ns = MonotonicNs();
+        const uint64_t due_ns = later_.front().first;
+        if (due_ns > now_ns) {
+          mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Nanoseconds(due_ns - now_ns));
+        }
       }
       if (stop_) return;
       if (!queue_.empty()) {
         nodeid = queue_.front();
         queue_.pop_front();
-      } else if (!later_.empty() && later_.front().first <= absl::Now()) {
+      } else if (!later_.empty() && later_.front().first <= MonotonicNs()) {
         nodeid = later_.front().second;
         later_.pop_front();
       } else {
@@ -65,7 +70,9 @@ void PageDrops::Loop() {
     if (!token.has_value()) {
       absl::MutexLock lock(&mu_);
       ++retried_;
-      if (queued_.insert(nodeid).second) later_.emplace_back(absl::Now() + retry_, nodeid);
+      if (queued_.insert(nodeid).second) {
+        later_.emplace_back(MonotonicNs() + absl::ToInt64Nanoseconds(retry_), nodeid);
+      }
       continue;
     }
     const int err = writer_ ? writer_(nodeid)

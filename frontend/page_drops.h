@@ -70,8 +70,8 @@ class PageDrops {
   std::thread thread_;
   mutable absl::Mutex mu_;
   std::deque<uint64_t> queue_ ABSL_GUARDED_BY(mu_);
-  // Put off (in the order they are due: one delay for all).
-  std::deque<std::pair<absl::Time, uint64_t>> later_ ABSL_GUARDED_BY(mu_);
+  // Put off: (when due, MonotonicNs; node), in the order they are due (one delay for all).
+  std::deque<std::pair<uint64_t, uint64_t>> later_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> queued_ ABSL_GUARDED_BY(mu_);  // in queue_ or later_
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
