@@ -702,43 +702,31 @@ TEST(BackendChannelTest, UnreachableServerFailsFast) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
-std::string Trailer(uint64_t nodeid, uint64_t ctime) {
+// A record (DirAttrTrailer) of node `nodeid` with change time `ctime`, as the server appends it.
+std::string Trailer(uint64_t nodeid, uint64_t ctime, uint32_t mode = S_IFDIR | 0755,
+                    uint64_t size = 0) {
   wire::DirAttrTrailer trailer;
   trailer.nodeid = nodeid;
   trailer.attr.attr_valid = 5;
   trailer.attr.attr.ino = nodeid;
   trailer.attr.attr.ctime = ctime;
-  trailer.attr.attr.mode = S_IFDIR | 0755;
+  trailer.attr.attr.mode = mode;
+  trailer.attr.attr.size = size;
   return std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
 }
 
 std::string Written(uint64_t nodeid, uint64_t ctime, uint64_t size) {
   fuse_write_out out{};
   out.size = 4;
-  wire::DirAttrTrailer trailer;
-  trailer.nodeid = nodeid;
-  trailer.attr.attr_valid = 5;
-  trailer.attr.attr.ino = nodeid;
-  trailer.attr.attr.ctime = ctime;
-  trailer.attr.attr.size = size;
-  trailer.attr.attr.mode = S_IFREG | 0644;
   return std::string(reinterpret_cast<const char*>(&out), sizeof(out)) +
-         std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+         Trailer(nodeid, ctime, S_IFREG | 0644, size);
 }
 
 std::string Opened(uint64_t nodeid, uint64_t ctime) {
   fuse_open_out out{};
   out.fh = 9;
-  wire::DirAttrTrailer trailer;
-  trailer.nodeid = nodeid;
-  trailer.attr.attr_valid = 5;
-  trailer.attr.attr.ino = nodeid;
-  trailer.attr.attr.ctime = ctime;
-  trailer.attr.attr.mtime = ctime;
-  trailer.attr.attr.size = 10;
-  trailer.attr.attr.mode = S_IFREG | 0644;
   return std::string(reinterpret_cast<const char*>(&out), sizeof(out)) +
-         std::string(reinterpret_cast<const char*>(&trailer), sizeof(trailer));
+         Trailer(nodeid, ctime, S_IFREG | 0644, 10);
 }
 
 // Open attrs (kept pages): an OPEN's record decides whether the kernel keeps the file's pages
